@@ -1,0 +1,121 @@
+//! lastcall's errors, and the one place its exit codes are decided.
+//!
+//! | exit code | meaning                                                          |
+//! |-----------|------------------------------------------------------------------|
+//! | N         | the main child exited with N                                     |
+//! | 128+N     | the main child died from signal N (137 after the SIGKILL escalation) |
+//! | 126       | the command was found but could not be executed (permissions, not a program) |
+//! | 127       | the command was not found                                        |
+//! | 125       | lastcall itself failed to set up (signalfd, fork, ...)           |
+//! | 2         | usage error: bad option, bad value, no command                   |
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+
+use nix::errno::Errno;
+
+pub const USAGE: i32 = 2;
+pub const SETUP: i32 = 125;
+pub const NOT_EXECUTABLE: i32 = 126;
+pub const NOT_FOUND: i32 = 127;
+
+#[derive(Debug)]
+pub enum Error {
+    /// A bad command line or environment variable; the text names it and the bad value.
+    Usage(String),
+    /// The command could not be started.
+    Exec { command: OsString, source: io::Error },
+    /// lastcall's own set-up failed.
+    Setup { what: &'static str, source: io::Error },
+}
+
+impl Error {
+    pub fn setup(what: &'static str, errno: Errno) -> Error {
+        Error::Setup { what, source: io::Error::from(errno) }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => USAGE,
+            Error::Exec { source, .. } => exec_failure_code(source),
+            Error::Setup { .. } => SETUP,
+        }
+    }
+}
+
+/// tini's rule: "not found" is 127, anything else that stops exec is 126.
+fn exec_failure_code(err: &io::Error) -> i32 {
+    match err.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => NOT_FOUND,
+        _ => NOT_EXECUTABLE,
+    }
+}
+
+/// The shell's convention, which Docker and Kubernetes report: a code, or 128 + the signal.
+pub fn status_code(status: nix::sys::wait::WaitStatus) -> Option<i32> {
+    use nix::sys::wait::WaitStatus::*;
+    match status {
+        Exited(_, code) => Some(code),
+        Signaled(_, sig, _) => Some(128 + sig as i32),
+        _ => None,
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage(msg) => f.write_str(msg),
+            Error::Exec { command, source } => {
+                let reason = match exec_failure_code(source) {
+                    NOT_FOUND => "command not found".to_string(),
+                    _ => strip_os_error(source),
+                };
+                write!(f, "cannot run '{}': {reason}", command.to_string_lossy())
+            }
+            Error::Setup { what, source } => write!(f, "{what}: {}", strip_os_error(source)),
+        }
+    }
+}
+
+/// "Permission denied (os error 13)" reads better without the parenthesis.
+fn strip_os_error(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::signal::Signal;
+    use nix::sys::wait::WaitStatus;
+    use nix::unistd::Pid;
+
+    #[test]
+    fn exit_codes() {
+        let pid = Pid::from_raw(2);
+        assert_eq!(status_code(WaitStatus::Exited(pid, 0)), Some(0));
+        assert_eq!(status_code(WaitStatus::Exited(pid, 42)), Some(42));
+        assert_eq!(status_code(WaitStatus::Signaled(pid, Signal::SIGTERM, false)), Some(143));
+        assert_eq!(status_code(WaitStatus::Signaled(pid, Signal::SIGKILL, true)), Some(137));
+        assert_eq!(status_code(WaitStatus::StillAlive), None);
+    }
+
+    #[test]
+    fn exec_failures() {
+        let exec = |errno| Error::Exec { command: "x".into(), source: io::Error::from_raw_os_error(errno) };
+        assert_eq!(exec(libc::ENOENT).exit_code(), 127);
+        assert_eq!(exec(libc::ENOTDIR).exit_code(), 127);
+        assert_eq!(exec(libc::EACCES).exit_code(), 126);
+        assert_eq!(exec(libc::ENOEXEC).exit_code(), 126);
+        assert_eq!(exec(libc::ENOENT).to_string(), "cannot run 'x': command not found");
+        assert_eq!(exec(libc::EACCES).to_string(), "cannot run 'x': Permission denied");
+        assert_eq!(Error::Usage("bad".into()).exit_code(), 2);
+        assert_eq!(Error::setup("signalfd", Errno::EMFILE).exit_code(), 125);
+    }
+}

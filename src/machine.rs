@@ -1,0 +1,423 @@
+//! The shutdown state machine: a pure `step(state, event, now, policy) -> (state, actions)`.
+//! It does no I/O; the supervisor feeds it events and carries out the actions.
+//!
+//! "term" is a termination signal (TERM, INT, QUIT); "stop(t)" is `--stop-signal` if set, else
+//! t; "pending" is the signal that started the pre-stop; "grace" is `now + --grace`, or no
+//! deadline when `--grace 0`. "main exited" means the main child has been reaped; "others" means
+//! lastcall still has children after that. Forward goes to the child's process group; SignalAll
+//! goes to everything lastcall still has (as PID 1: the whole namespace).
+//!
+//! | phase      | event                           | next phase          | actions                      |
+//! |------------|---------------------------------|---------------------|------------------------------|
+//! | Running    | term t, pre-stop > 0            | PreStop(t)          | note                         |
+//! | Running    | term t, pre-stop = 0            | Draining(grace)     | note, Forward(stop(t))       |
+//! | PreStop    | term t (a second one)           | Draining(grace)     | note, Forward(stop(pending)) |
+//! | PreStop    | deadline                        | Draining(grace)     | note, Forward(stop(pending)) |
+//! | Draining   | term t, main alive              | Draining (same)     | note, Forward(stop(t))       |
+//! | Draining   | term t, main exited             | Draining (same)     | note, SignalAll(stop(t))     |
+//! | Draining   | deadline                        | Killing(kill wait)  | SignalAll(KILL)              |
+//! | Killing    | term t                          | Killing (same)      | -                            |
+//! | Killing    | deadline                        | Exited              | Exit(main's code, else 137)  |
+//! | any live   | other signal s                  | same                | Forward(s)                   |
+//! | any live   | main exited, no others          | Exited              | Exit(main's code)            |
+//! | Running    | main exited, others             | Draining(grace)     | SignalAll(stop(TERM))        |
+//! | PreStop    | main exited, others             | Draining(grace)     | SignalAll(stop(pending))     |
+//! | Draining   | main exited, others             | Draining (same)     | - (the group was signalled)  |
+//! | Killing    | a reap, others                  | Killing (same)      | SignalAll(KILL) (re-parented)|
+//! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
+//! | Exited     | anything                        | Exited              | -                            |
+//!
+//! An orphan reaped while the main child lives changes nothing outside Killing.
+
+use std::time::{Duration, Instant};
+
+use crate::signals::Sig;
+
+/// What the machine needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub pre_stop: Duration,
+    /// `None`: never escalate to SIGKILL.
+    pub grace: Option<Duration>,
+    pub stop_signal: Option<Sig>,
+    pub termination: Vec<Sig>,
+    /// How long to wait for SIGKILLed processes to be reaped before giving up on them.
+    pub kill_wait: Duration,
+}
+
+impl Policy {
+    fn is_termination(&self, sig: Sig) -> bool {
+        self.termination.contains(&sig)
+    }
+
+    fn stop(&self, received: Sig) -> Sig {
+        self.stop_signal.unwrap_or(received)
+    }
+
+    fn grace_deadline(&self, now: Instant) -> Option<Instant> {
+        self.grace.map(|grace| now + grace)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    PreStop { until: Instant, pending: Sig },
+    Draining { until: Option<Instant> },
+    Killing { until: Instant },
+    Exited,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct State {
+    pub phase: Phase,
+    /// The main child's exit code (already mapped: 128+N for signal N), once it is reaped.
+    pub main_code: Option<i32>,
+}
+
+impl State {
+    pub const START: State = State { phase: Phase::Running, main_code: None };
+
+    /// When the machine next wants a `Deadline` event, if ever.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::PreStop { until, .. } | Phase::Killing { until } => Some(until),
+            Phase::Draining { until } => until,
+            Phase::Running | Phase::Exited => None,
+        }
+    }
+
+    fn with(self, phase: Phase) -> State {
+        State { phase, ..self }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A signal for the child (never CHLD, TTIN or TTOU: those are handled before).
+    Signal(Sig),
+    /// `now` has reached `State::deadline()`.
+    Deadline,
+    /// One or more children were reaped. `main` is the main child's mapped exit code if it was
+    /// among them; `children_left` whether lastcall still has any child afterwards.
+    Reaped { main: Option<i32>, children_left: bool },
+}
+
+/// Timeline entries the supervisor logs; the rest of the timeline is read off the actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Note {
+    Received(Sig),
+    PreStopStarted(Duration),
+    PreStopEnded,
+    PreStopCut,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Timeline(Note),
+    Forward(Sig),
+    SignalAll(Sig),
+    Exit(i32),
+}
+
+/// 128 + SIGKILL: the status of anything lastcall had to kill.
+pub const KILLED_CODE: i32 = 128 + libc::SIGKILL;
+
+pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State, Vec<Action>) {
+    use Action::*;
+    use Phase::*;
+
+    if state.phase == Exited {
+        return (state, vec![]);
+    }
+    match event {
+        Event::Signal(sig) if policy.is_termination(sig) => match state.phase {
+            Running if policy.pre_stop > Duration::ZERO => (
+                state.with(PreStop { until: now + policy.pre_stop, pending: sig }),
+                vec![Timeline(Note::Received(sig)), Timeline(Note::PreStopStarted(policy.pre_stop))],
+            ),
+            Running => (
+                state.with(Draining { until: policy.grace_deadline(now) }),
+                vec![Timeline(Note::Received(sig)), Forward(policy.stop(sig))],
+            ),
+            PreStop { pending, .. } => (
+                state.with(Draining { until: policy.grace_deadline(now) }),
+                vec![Timeline(Note::Received(sig)), Timeline(Note::PreStopCut), Forward(policy.stop(pending))],
+            ),
+            Draining { .. } if state.main_code.is_none() => {
+                (state, vec![Timeline(Note::Received(sig)), Forward(policy.stop(sig))])
+            }
+            Draining { .. } => (state, vec![Timeline(Note::Received(sig)), SignalAll(policy.stop(sig))]),
+            Killing { .. } | Exited => (state, vec![Timeline(Note::Received(sig))]),
+        },
+        Event::Signal(sig) => (state, vec![Forward(sig)]),
+
+        Event::Deadline => match state.phase {
+            PreStop { pending, .. } => (
+                state.with(Draining { until: policy.grace_deadline(now) }),
+                vec![Timeline(Note::PreStopEnded), Forward(policy.stop(pending))],
+            ),
+            Draining { .. } => (
+                state.with(Killing { until: now + policy.kill_wait }),
+                vec![SignalAll(Sig::KILL)],
+            ),
+            Killing { .. } => {
+                (state.with(Exited), vec![Exit(state.main_code.unwrap_or(KILLED_CODE))])
+            }
+            Running | Exited => (state, vec![]),
+        },
+
+        Event::Reaped { main, children_left } => {
+            let main_just_exited = main.is_some() && state.main_code.is_none();
+            let state = State { main_code: state.main_code.or(main), ..state };
+            match (state.main_code, children_left) {
+                (Some(code), false) => (state.with(Exited), vec![Exit(code)]),
+                (None, _) => match state.phase {
+                    Killing { .. } => (state, vec![SignalAll(Sig::KILL)]),
+                    _ => (state, vec![]),
+                },
+                (Some(_), true) => match state.phase {
+                    Running if main_just_exited => (
+                        state.with(Draining { until: policy.grace_deadline(now) }),
+                        vec![SignalAll(policy.stop(Sig::TERM))],
+                    ),
+                    PreStop { pending, .. } if main_just_exited => (
+                        state.with(Draining { until: policy.grace_deadline(now) }),
+                        vec![Timeline(Note::PreStopCut), SignalAll(policy.stop(pending))],
+                    ),
+                    Killing { .. } => (state, vec![SignalAll(Sig::KILL)]),
+                    _ => (state, vec![]),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Action::*;
+    use Phase::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn policy(pre_stop: u64, grace: u64) -> Policy {
+        Policy {
+            pre_stop: S * pre_stop as u32,
+            grace: (grace > 0).then(|| S * grace as u32),
+            stop_signal: None,
+            termination: vec![Sig::TERM, Sig::INT, Sig::QUIT],
+            kill_wait: S * 3,
+        }
+    }
+
+    fn at(phase: Phase) -> State {
+        State { phase, main_code: None }
+    }
+
+    fn exited_main(phase: Phase, code: i32) -> State {
+        State { phase, main_code: Some(code) }
+    }
+
+    #[test]
+    fn term_without_pre_stop_forwards_at_once_and_arms_grace() {
+        let t0 = Instant::now();
+        let (s, a) = step(State::START, Event::Signal(Sig::TERM), t0, &policy(0, 10));
+        assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
+        assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Forward(Sig::TERM)]);
+        assert_eq!(s.deadline(), Some(t0 + S * 10));
+    }
+
+    #[test]
+    fn term_with_pre_stop_leaves_the_app_untouched() {
+        let t0 = Instant::now();
+        let (s, a) = step(State::START, Event::Signal(Sig::INT), t0, &policy(2, 10));
+        assert_eq!(s, at(PreStop { until: t0 + S * 2, pending: Sig::INT }));
+        assert!(a.iter().all(|a| matches!(a, Timeline(_))), "{a:?}");
+        assert_eq!(s.deadline(), Some(t0 + S * 2));
+    }
+
+    #[test]
+    fn pre_stop_deadline_forwards_the_pending_signal() {
+        let t0 = Instant::now();
+        let s = at(PreStop { until: t0, pending: Sig::QUIT });
+        let (s, a) = step(s, Event::Deadline, t0, &policy(2, 10));
+        assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
+        assert_eq!(a, vec![Timeline(Note::PreStopEnded), Forward(Sig::QUIT)]);
+    }
+
+    #[test]
+    fn second_term_cuts_the_pre_stop_short() {
+        let t0 = Instant::now();
+        let s = at(PreStop { until: t0 + S * 2, pending: Sig::TERM });
+        let (s, a) = step(s, Event::Signal(Sig::INT), t0 + S, &policy(2, 10));
+        assert_eq!(s, at(Draining { until: Some(t0 + S * 11) }));
+        assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
+        assert!(a.contains(&Timeline(Note::PreStopCut)));
+    }
+
+    #[test]
+    fn stop_signal_rewrites_what_is_forwarded() {
+        let t0 = Instant::now();
+        let p = Policy { stop_signal: Some(Sig::QUIT), ..policy(0, 10) };
+        let (_, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
+        let s = at(PreStop { until: t0, pending: Sig::INT });
+        let (_, a) = step(s, Event::Deadline, t0, &p);
+        assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
+    }
+
+    #[test]
+    fn term_during_grace_is_forwarded_again_without_moving_the_deadline() {
+        let t0 = Instant::now();
+        let s = at(Draining { until: Some(t0 + S * 10) });
+        let (s2, a) = step(s, Event::Signal(Sig::TERM), t0 + S, &policy(0, 10));
+        assert_eq!(s2, s);
+        assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
+    }
+
+    #[test]
+    fn term_while_only_others_linger_goes_to_everyone() {
+        let t0 = Instant::now();
+        let s = exited_main(Draining { until: Some(t0 + S) }, 0);
+        let (s2, a) = step(s, Event::Signal(Sig::TERM), t0, &policy(0, 10));
+        assert_eq!(s2, s);
+        assert_eq!(a.last(), Some(&SignalAll(Sig::TERM)));
+    }
+
+    #[test]
+    fn grace_deadline_escalates_to_sigkill_for_everyone() {
+        let t0 = Instant::now();
+        let s = at(Draining { until: Some(t0) });
+        let (s, a) = step(s, Event::Deadline, t0, &policy(0, 10));
+        assert_eq!(s, at(Killing { until: t0 + S * 3 }));
+        assert_eq!(a, vec![SignalAll(Sig::KILL)]);
+    }
+
+    #[test]
+    fn zero_grace_never_escalates() {
+        let t0 = Instant::now();
+        let (s, _) = step(State::START, Event::Signal(Sig::TERM), t0, &policy(0, 0));
+        assert_eq!(s, at(Draining { until: None }));
+        assert_eq!(s.deadline(), None);
+    }
+
+    #[test]
+    fn killing_ignores_termination_and_gives_up_after_kill_wait() {
+        let t0 = Instant::now();
+        let s = at(Killing { until: t0 });
+        let (s2, a) = step(s, Event::Signal(Sig::TERM), t0, &policy(0, 10));
+        assert_eq!(s2, s);
+        assert!(a.iter().all(|a| matches!(a, Timeline(_))));
+        let (s3, a) = step(s, Event::Deadline, t0, &policy(0, 10));
+        assert_eq!(s3.phase, Exited);
+        assert_eq!(a, vec![Exit(KILLED_CODE)]);
+        let (_, a) = step(exited_main(Killing { until: t0 }, 3), Event::Deadline, t0, &policy(0, 10));
+        assert_eq!(a, vec![Exit(3)]);
+    }
+
+    #[test]
+    fn other_signals_are_forwarded_in_every_live_phase() {
+        let t0 = Instant::now();
+        for phase in [
+            Running,
+            PreStop { until: t0, pending: Sig::TERM },
+            Draining { until: None },
+            Killing { until: t0 },
+        ] {
+            let (s, a) = step(at(phase), Event::Signal(Sig(libc::SIGHUP)), t0, &policy(1, 1));
+            assert_eq!(s, at(phase));
+            assert_eq!(a, vec![Forward(Sig(libc::SIGHUP))]);
+        }
+    }
+
+    #[test]
+    fn main_exit_with_nothing_left_exits_with_its_code_from_any_live_phase() {
+        let t0 = Instant::now();
+        for phase in [
+            Running,
+            PreStop { until: t0, pending: Sig::TERM },
+            Draining { until: None },
+            Killing { until: t0 },
+        ] {
+            let ev = Event::Reaped { main: Some(143), children_left: false };
+            let (s, a) = step(at(phase), ev, t0, &policy(1, 1));
+            assert_eq!(s.phase, Exited);
+            assert_eq!(a, vec![Exit(143)]);
+        }
+    }
+
+    #[test]
+    fn main_exit_while_running_with_others_left_stops_them_within_grace() {
+        let t0 = Instant::now();
+        let ev = Event::Reaped { main: Some(0), children_left: true };
+        let (s, a) = step(State::START, ev, t0, &policy(0, 5));
+        assert_eq!(s, exited_main(Draining { until: Some(t0 + S * 5) }, 0));
+        assert_eq!(a, vec![SignalAll(Sig::TERM)]);
+        // Then the last of them goes: exit with the main child's code, not theirs.
+        let (s, a) = step(s, Event::Reaped { main: None, children_left: false }, t0, &policy(0, 5));
+        assert_eq!(s.phase, Exited);
+        assert_eq!(a, vec![Exit(0)]);
+    }
+
+    #[test]
+    fn main_exit_during_pre_stop_with_others_left_signals_them_the_pending_stop() {
+        let t0 = Instant::now();
+        let p = Policy { stop_signal: Some(Sig::QUIT), ..policy(5, 5) };
+        let s = at(PreStop { until: t0 + S * 5, pending: Sig::TERM });
+        let (s, a) = step(s, Event::Reaped { main: Some(1), children_left: true }, t0, &p);
+        assert_eq!(s, exited_main(Draining { until: Some(t0 + S * 5) }, 1));
+        assert_eq!(a.last(), Some(&SignalAll(Sig::QUIT)));
+    }
+
+    #[test]
+    fn main_exit_during_drain_keeps_the_deadline_and_does_not_resignal() {
+        let t0 = Instant::now();
+        let s = at(Draining { until: Some(t0 + S) });
+        let (s, a) = step(s, Event::Reaped { main: Some(143), children_left: true }, t0, &policy(0, 5));
+        assert_eq!(s, exited_main(Draining { until: Some(t0 + S) }, 143));
+        assert_eq!(a, vec![]);
+    }
+
+    #[test]
+    fn orphan_reaps_change_nothing_until_killing() {
+        let t0 = Instant::now();
+        let ev = Event::Reaped { main: None, children_left: true };
+        for phase in [Running, PreStop { until: t0, pending: Sig::TERM }, Draining { until: None }] {
+            assert_eq!(step(at(phase), ev, t0, &policy(1, 1)), (at(phase), vec![]));
+        }
+        let s = at(Killing { until: t0 });
+        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, vec![SignalAll(Sig::KILL)]));
+        let s = exited_main(Killing { until: t0 }, 137);
+        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, vec![SignalAll(Sig::KILL)]));
+    }
+
+    #[test]
+    fn the_main_code_is_kept_once_known() {
+        let t0 = Instant::now();
+        let s = exited_main(Draining { until: None }, 7);
+        let (s, a) = step(s, Event::Reaped { main: None, children_left: false }, t0, &policy(0, 0));
+        assert_eq!(s, exited_main(Exited, 7));
+        assert_eq!(a, vec![Exit(7)]);
+    }
+
+    #[test]
+    fn exited_is_terminal() {
+        let t0 = Instant::now();
+        let s = exited_main(Exited, 0);
+        for ev in [
+            Event::Signal(Sig::TERM),
+            Event::Signal(Sig(libc::SIGHUP)),
+            Event::Deadline,
+            Event::Reaped { main: None, children_left: false },
+        ] {
+            assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, vec![]));
+        }
+    }
+
+    #[test]
+    fn deadline_in_running_is_a_no_op() {
+        let t0 = Instant::now();
+        assert_eq!(step(State::START, Event::Deadline, t0, &policy(1, 1)), (State::START, vec![]));
+    }
+}

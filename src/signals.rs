@@ -1,0 +1,238 @@
+//! Signal numbers, names, the block set, the signalfd, and what each signal means to lastcall.
+//!
+//! Signals are plain numbers (`Sig`) rather than nix's `Signal` enum because real-time signals,
+//! which lastcall forwards like any other, have no enum variant.
+
+use std::fmt;
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+/// A signal number, valid or not; `name()` tells which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sig(pub i32);
+
+impl Sig {
+    pub const INT: Sig = Sig(libc::SIGINT);
+    pub const QUIT: Sig = Sig(libc::SIGQUIT);
+    pub const KILL: Sig = Sig(libc::SIGKILL);
+    pub const TERM: Sig = Sig(libc::SIGTERM);
+    pub const CHLD: Sig = Sig(libc::SIGCHLD);
+    pub const TTIN: Sig = Sig(libc::SIGTTIN);
+    pub const TTOU: Sig = Sig(libc::SIGTTOU);
+
+    /// The name without the `SIG` prefix, e.g. `TERM` or `RTMIN+3`.
+    pub fn name(self) -> Option<String> {
+        if let Some(&(name, _)) = NAMES.iter().find(|&&(_, n)| n == self.0) {
+            return Some(name.to_string());
+        }
+        match self.0 {
+            RTMIN => Some("RTMIN".into()),
+            RTMAX => Some("RTMAX".into()),
+            n if n > RTMIN && n < RTMAX => Some(format!("RTMIN+{}", n - RTMIN)),
+            _ => None,
+        }
+    }
+
+    /// Parses `TERM`, `SIGTERM`, `term`, `15`, `RTMIN+2`, `SIGRTMAX-1`.
+    /// `allow_zero` admits `0`, which some options use to mean "none".
+    pub fn parse(text: &str, allow_zero: bool) -> Result<Sig, String> {
+        let text = text.trim();
+        if let Ok(n) = text.parse::<i32>() {
+            return if n == 0 && allow_zero || (1..=MAX_SIGNAL).contains(&n) {
+                Ok(Sig(n))
+            } else {
+                Err(format!("no signal has number {n} (1-{MAX_SIGNAL})"))
+            };
+        }
+        let upper = text.to_ascii_uppercase();
+        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+        if let Some(&(_, n)) = NAMES.iter().find(|&&(name, _)| name == bare) {
+            return Ok(Sig(n));
+        }
+        if let Some(n) = parse_realtime(bare) {
+            return Ok(Sig(n));
+        }
+        Err("expected a signal name or number, like TERM, SIGQUIT or 15".into())
+    }
+}
+
+impl fmt::Display for Sig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "SIG{name}"),
+            None => write!(f, "signal {}", self.0),
+        }
+    }
+}
+
+/// Real-time signals are named the way glibc's `kill -l` names them (SIGRTMIN = 34), so that a
+/// number a user reads there means the same here. musl keeps 32-34 for itself.
+const RTMIN: i32 = 34;
+const RTMAX: i32 = 64;
+const MAX_SIGNAL: i32 = 64;
+
+fn parse_realtime(bare: &str) -> Option<i32> {
+    let (base, rest) = if let Some(rest) = bare.strip_prefix("RTMIN") {
+        (RTMIN, rest)
+    } else if let Some(rest) = bare.strip_prefix("RTMAX") {
+        (RTMAX, rest)
+    } else {
+        return None;
+    };
+    let n = if rest.is_empty() {
+        base
+    } else if let Some(off) = rest.strip_prefix('+') {
+        base + off.parse::<i32>().ok()?
+    } else if let Some(off) = rest.strip_prefix('-') {
+        base - off.parse::<i32>().ok()?
+    } else {
+        return None;
+    };
+    (RTMIN..=RTMAX).contains(&n).then_some(n)
+}
+
+const NAMES: &[(&str, i32)] = &[
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("IOT", libc::SIGIOT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("POLL", libc::SIGPOLL),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+/// Signals the kernel raises for a fault in lastcall itself. Blocking them would turn a crash
+/// into a hang, so they keep their default action.
+const FAULT_SIGNALS: [Signal; 7] = [
+    Signal::SIGSEGV,
+    Signal::SIGBUS,
+    Signal::SIGFPE,
+    Signal::SIGILL,
+    Signal::SIGABRT,
+    Signal::SIGTRAP,
+    Signal::SIGSYS,
+];
+
+/// What lastcall does with a signal read from the signalfd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// A child changed state: reap.
+    Child,
+    /// TTIN/TTOU: the kernel's complaint about lastcall's own terminal access, meaningless to the
+    /// child (tini's rule: never forwarded). TSTP, sent on purpose, is forwarded.
+    Dropped,
+    /// Everything else: forwarded, or the start of the shutdown if it is a termination signal.
+    Forward,
+}
+
+pub fn classify(sig: Sig) -> Class {
+    match sig {
+        Sig::CHLD => Class::Child,
+        Sig::TTIN | Sig::TTOU => Class::Dropped,
+        _ => Class::Forward,
+    }
+}
+
+/// Every signal but the fault signals: blocked first thing, and the set the signalfd reads.
+pub fn handled_set() -> SigSet {
+    let mut set = SigSet::all();
+    for sig in FAULT_SIGNALS {
+        set.remove(sig);
+    }
+    set
+}
+
+/// Blocks the handled set, so that from here on no signal is lost or acted on by default:
+/// each waits, pending, until the event loop reads it.
+pub fn block_handled() -> nix::Result<()> {
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&handled_set()), None)
+}
+
+/// A non-blocking, close-on-exec signalfd for the handled set.
+pub fn open_signalfd() -> nix::Result<SignalFd> {
+    SignalFd::with_flags(&handled_set(), SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_numbers_and_prefixes() {
+        assert_eq!(Sig::parse("TERM", false), Ok(Sig::TERM));
+        assert_eq!(Sig::parse("SIGTERM", false), Ok(Sig::TERM));
+        assert_eq!(Sig::parse("sigquit", false), Ok(Sig::QUIT));
+        assert_eq!(Sig::parse("15", false), Ok(Sig::TERM));
+        assert_eq!(Sig::parse("RTMIN", false), Ok(Sig(34)));
+        assert_eq!(Sig::parse("SIGRTMIN+3", false), Ok(Sig(37)));
+        assert_eq!(Sig::parse("RTMAX-1", false), Ok(Sig(63)));
+        assert_eq!(Sig::parse("0", true), Ok(Sig(0)));
+    }
+
+    #[test]
+    fn rejects_unknown_signals() {
+        for bad in ["", "TERMINATE", "SIG", "0", "65", "-1", "RTMIN+40", "RTMAX+1", "1.5"] {
+            assert!(Sig::parse(bad, false).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for n in 1..=MAX_SIGNAL {
+            if let Some(name) = Sig(n).name() {
+                let parsed = Sig::parse(&name, false).unwrap();
+                // IOT/ABRT and POLL/IO are aliases: the number is what must survive.
+                assert_eq!(parsed, Sig(n), "{name}");
+            }
+        }
+        assert_eq!(Sig::TERM.to_string(), "SIGTERM");
+        assert_eq!(Sig(40).to_string(), "SIGRTMIN+6");
+    }
+
+    #[test]
+    fn classification_table() {
+        assert_eq!(classify(Sig::CHLD), Class::Child);
+        assert_eq!(classify(Sig::TTIN), Class::Dropped);
+        assert_eq!(classify(Sig::TTOU), Class::Dropped);
+        for sig in [Sig::TERM, Sig::INT, Sig::QUIT, Sig(libc::SIGHUP), Sig(libc::SIGTSTP), Sig(libc::SIGWINCH), Sig(40)] {
+            assert_eq!(classify(sig), Class::Forward, "{sig}");
+        }
+    }
+
+    #[test]
+    fn fault_signals_are_not_blocked() {
+        let set = handled_set();
+        for sig in FAULT_SIGNALS {
+            assert!(!set.contains(sig), "{sig:?}");
+        }
+        assert!(set.contains(Signal::SIGTERM));
+        assert!(set.contains(Signal::SIGCHLD));
+    }
+}
