@@ -16,6 +16,7 @@ impl Sig {
     pub const INT: Sig = Sig(libc::SIGINT);
     pub const QUIT: Sig = Sig(libc::SIGQUIT);
     pub const KILL: Sig = Sig(libc::SIGKILL);
+    pub const PIPE: Sig = Sig(libc::SIGPIPE);
     pub const TERM: Sig = Sig(libc::SIGTERM);
     pub const CHLD: Sig = Sig(libc::SIGCHLD);
     pub const TTIN: Sig = Sig(libc::SIGTTIN);

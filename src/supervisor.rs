@@ -102,9 +102,10 @@ impl Supervisor {
                 }
             };
             let sig = Sig(info.ssi_signo as i32);
-            // A signal lastcall caused itself (SIGPIPE from writing to a closed stderr) is not
-            // the child's business.
-            if info.ssi_pid as i32 == self.me.as_raw() {
+            // A SIGPIPE lastcall caused itself, by writing a log line to a closed stderr, is not
+            // the child's business. (Other signals from our own pid are real: one raised before
+            // exec, while starting lastcall, carries the pid lastcall now has.)
+            if sig == Sig::PIPE && info.ssi_pid as i32 == self.me.as_raw() {
                 debug!("ignoring {sig} raised by lastcall itself");
                 continue;
             }

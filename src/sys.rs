@@ -24,13 +24,33 @@ pub fn kill(pid: libc::pid_t, sig: Sig) -> io::Result<()> {
 /// Signals are all blocked by now, so nothing is delivered while this runs.
 pub fn reset_dispositions() {
     for sig in 1..=64 {
-        // musl keeps 32-34 for itself, and KILL/STOP cannot be changed.
-        if (32..=34).contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        if (32..=34).contains(&sig) {
+            // musl's sigaction refuses the signals it reserves for itself, but a glibc child
+            // uses 32 and 33 for its own threads, so an inherited SIG_IGN there must go too.
+            // lastcall has no threads or timers, so musl has no handler on them to lose.
+            let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+            // SAFETY: rt_sigaction reads a sigaction laid out as the kernel expects (x86_64,
+            // 8-byte mask) from our stack; SIG_DFL installs no handler.
+            unsafe {
+                libc::syscall(libc::SYS_rt_sigaction, sig, &default, std::ptr::null_mut::<KernelSigaction>(), 8usize)
+            };
             continue;
         }
         // SAFETY: SIG_DFL installs no handler, so no code of ours can run on a signal.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
+}
+
+/// The kernel's struct sigaction, which differs from libc's.
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
 }
 
 /// Makes the child's new process group the terminal's foreground group, in the child, between

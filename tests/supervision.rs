@@ -1,0 +1,431 @@
+//! lastcall as PID 1 (and as a plain subreaper) around real processes: forwarding, reaping,
+//! exit codes, the shutdown sequence, and bad input.
+
+mod common;
+
+use std::collections::HashSet;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const SEC: Duration = Duration::from_secs(1);
+
+fn py(mode: &str, out: &std::path::Path, extra: &[&str]) -> Vec<String> {
+    let mut v = vec!["python3".to_string(), fixture(), mode.to_string(), out.display().to_string()];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn args(pre: &[&str], cmd: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = pre.iter().map(|s| s.to_string()).collect();
+    v.push("--".into());
+    v.extend(cmd);
+    v
+}
+
+fn start(mode: Mode, dir: &std::path::Path, argv: Vec<String>) -> Run {
+    let mut spec = Spec::new(mode, dir, &[]);
+    spec.args = argv;
+    spec.start()
+}
+
+/// The monotonic time in a "ROLE signal N T" report line.
+fn signal_time(line: &str) -> u64 {
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+#[test]
+fn every_forwarded_signal_reaches_the_child_and_a_grandchild_in_its_group() {
+    let dir = scratch("forward");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&[], py("record", &out, &["grandchild"])));
+    wait_line(&out, "child ready", 10 * SEC);
+    wait_line(&out, "grandchild ready", 10 * SEC);
+
+    let signals = [
+        libc::SIGHUP,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGWINCH,
+        libc::SIGALRM,
+        libc::SIGURG,
+        libc::SIGPWR,
+        libc::SIGCONT,
+        libc::SIGTSTP,
+        libc::SIGPIPE,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGIO,
+        40,
+        50,
+        64,
+    ];
+    for sig in signals {
+        run.signal(sig);
+        for role in ["child", "grandchild"] {
+            wait_line(&out, &format!("{role} signal {sig} "), 5 * SEC);
+        }
+    }
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
+    for role in ["child", "grandchild"] {
+        assert_eq!(count_lines(&out, &format!("{role} signal {} ", libc::SIGTERM)), 1);
+    }
+    // TTIN/TTOU are lastcall's own business and CHLD is never forwarded.
+    assert_eq!(count_lines(&out, &format!("child signal {} ", libc::SIGCHLD)), 0);
+}
+
+#[test]
+fn the_child_starts_with_nothing_blocked_or_ignored_in_its_own_group() {
+    // lastcall's own parent ignores some signals, which children would otherwise inherit;
+    // an ignored SIGCHLD would even hide the child's exit status.
+    fn ignore_some() -> std::io::Result<()> {
+        // SAFETY: signal() with SIG_IGN is async-signal-safe.
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+        }
+        Ok(())
+    }
+    for mode in [Mode::Pid1, Mode::Plain] {
+        let dir = scratch("mask");
+        let mut spec = Spec::new(mode, &dir, &["--", "sh", "-c", "cat /proc/self/status; echo stat $(cat /proc/self/stat); exit 7"]);
+        spec.pre_exec = Some(ignore_some);
+        let mut run = spec.start();
+        assert_eq!(run.wait(10 * SEC), 7, "{}", run.stderr());
+        let out = run.stdout();
+        let field = |name: &str| {
+            out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} in {out}")).to_string()
+        };
+        assert_eq!(field("SigBlk:"), "SigBlk:\t0000000000000000");
+        assert_eq!(field("SigIgn:"), "SigIgn:\t0000000000000000");
+        // cat's pid and group, under sh: sh is the group leader, not lastcall.
+        let stat: Vec<String> = field("stat ").split_whitespace().map(str::to_string).collect();
+        let (ppid, pgrp) = (&stat[4], &stat[5]);
+        assert_eq!(ppid, pgrp, "sh (the child) leads its own group: {stat:?}");
+    }
+}
+
+#[test]
+fn exit_codes_follow_the_child() {
+    let dir = scratch("codes");
+    let not_exec = dir.join("not-executable");
+    fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    let cases: Vec<(Vec<String>, i32)> = vec![
+        (vec!["true".into()], 0),
+        (vec!["sh".into(), "-c".into(), "exit 42".into()], 42),
+        (vec!["sh".into(), "-c".into(), "kill -USR1 $$".into()], 128 + libc::SIGUSR1),
+        (vec!["sh".into(), "-c".into(), "kill -KILL $$".into()], 137),
+        (vec![not_exec.display().to_string()], 126),
+        (vec!["/".into()], 126),
+        (vec!["no-such-command-lastcall".into()], 127),
+        (vec!["/no/such/path".into()], 127),
+    ];
+    for (cmd, expected) in cases {
+        let (code, _, stderr) = run_to_end(Mode::Pid1, &cmd, &[]);
+        assert_eq!(code, expected, "{cmd:?}: {stderr}");
+        if expected >= 126 && cmd[0] != "sh" {
+            assert!(stderr.contains(&cmd[0]), "the message names the command: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        } else {
+            assert_eq!(stderr, "", "a normal run prints nothing");
+        }
+    }
+}
+
+#[test]
+fn hundreds_of_orphans_are_reaped_and_no_zombie_is_left() {
+    let dir = scratch("orphans");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&[], py("orphans", &out, &["400"])));
+    assert_eq!(run.wait(30 * SEC), 0, "{}\n{:?}", run.stderr(), lines(&out));
+    let report = wait_line(&out, "child zombies", SEC);
+    assert!(report.starts_with("child zombies 0 "), "{report}");
+}
+
+#[test]
+fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
+    let dir = scratch("prestop");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&["-v", "--pre-stop", "1500ms"], py("record", &out, &[])));
+    wait_line(&out, "child ready", 10 * SEC);
+    let sent = monotonic_ns();
+    run.signal(libc::SIGTERM);
+    let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 10 * SEC);
+    let delay = Duration::from_nanos(signal_time(&line) - sent);
+    assert!(delay >= Duration::from_millis(1500), "forwarded after {delay:?}");
+    assert!(delay < Duration::from_millis(2500), "forwarded after {delay:?}");
+    assert_eq!(run.wait(10 * SEC), 0);
+    // The timeline, at info level.
+    let log = run.stderr();
+    for entry in ["received SIGTERM", "pre-stop", "pre-stop ended", "forwarded SIGTERM", "child exited with status 0"] {
+        assert!(log.contains(entry), "no '{entry}' in:\n{log}");
+    }
+}
+
+#[test]
+fn a_second_termination_signal_cuts_the_pre_stop_short() {
+    let dir = scratch("prestop-skip");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&["--pre-stop", "30s"], py("record", &out, &[])));
+    wait_line(&out, "child ready", 10 * SEC);
+    run.signal(libc::SIGTERM);
+    // The first signal must not reach the app during the pre-stop...
+    let deadline = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        assert_eq!(count_lines(&out, "child signal"), 0, "forwarded during the pre-stop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let sent = monotonic_ns();
+    run.signal(libc::SIGINT);
+    let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 5 * SEC);
+    let delay = Duration::from_nanos(signal_time(&line) - sent);
+    assert!(delay < SEC, "forwarded {delay:?} after the second signal");
+    assert_eq!(run.wait(10 * SEC), 0);
+    assert_eq!(run.stderr(), "");
+}
+
+#[test]
+fn a_term_ignoring_child_is_killed_at_the_grace_deadline_with_137() {
+    let dir = scratch("grace");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "1s"], py("ignore-term", &out, &[])));
+    wait_line(&out, "child ready", 10 * SEC);
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    let code = run.wait(10 * SEC);
+    let took = sent.elapsed();
+    assert_eq!(code, 137, "{}", run.stderr());
+    assert!(took >= SEC && took < 3 * SEC, "killed after {took:?}");
+}
+
+#[test]
+fn a_termination_signal_during_the_grace_is_forwarded_again() {
+    let dir = scratch("again");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "20s"], py("record", &out, &["keep"])));
+    wait_line(&out, "child ready", 10 * SEC);
+    run.signal(libc::SIGTERM);
+    wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 5 * SEC);
+    run.signal(libc::SIGTERM);
+    wait_until(5 * SEC, "the second TERM", || (count_lines(&out, "child signal 15 ") == 2).then_some(()));
+    run.signal(libc::SIGKILL);
+}
+
+#[test]
+fn an_escaped_descendant_does_not_outlive_lastcall() {
+    let dir = scratch("escape");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "1s"], py("escape", &out, &[])));
+    let ready = wait_line(&out, "escapee ready", 10 * SEC);
+    let escapee_ns_pid: i32 = ready.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert_ne!(escapee_ns_pid, 1);
+    // The main child exits 0 on its own; the escapee ignores TERM and is killed at the deadline.
+    let started = Instant::now();
+    assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
+    assert!(started.elapsed() >= Duration::from_millis(800), "lastcall did not wait for the escapee");
+}
+
+#[test]
+fn workers_left_behind_by_the_main_child_get_the_stop_signal_and_time_to_finish() {
+    let dir = scratch("linger");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "10s"], py("linger", &out, &[])));
+    assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
+    // The worker was told to stop and finished its work before lastcall (and so the namespace) ended.
+    wait_line(&out, "worker term", SEC);
+    wait_line(&out, "worker finished", SEC);
+}
+
+#[test]
+fn a_signal_sent_during_start_up_is_not_lost() {
+    // The signal is already pending (and blocked) when lastcall's code starts running: it must
+    // reach the child rather than kill lastcall or vanish.
+    fn pending_term() -> std::io::Result<()> {
+        // SAFETY: sigprocmask and raise are async-signal-safe; the set lives on this stack.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            libc::raise(libc::SIGTERM);
+        }
+        Ok(())
+    }
+    let dir = scratch("startup");
+    let mut spec = Spec::new(Mode::Plain, &dir, &["--", "sleep", "30"]);
+    spec.pre_exec = Some(pending_term);
+    let mut run = spec.start();
+    assert_eq!(run.wait(10 * SEC), 143, "{}", run.stderr());
+}
+
+#[test]
+fn not_as_pid_1_orphaned_grandchildren_come_back_to_lastcall() {
+    let dir = scratch("subreaper");
+    let out = dir.join("report");
+    let mut run = start(Mode::Plain, &dir, args(&[], py("daemon", &out, &[])));
+    let daemon: i32 = wait_line(&out, "daemon ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
+    wait_line(&out, "child ready", 10 * SEC);
+    let stat = fs::read_to_string(format!("/proc/{daemon}/stat")).unwrap();
+    let ppid: i32 = stat.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(ppid, run.pid, "the daemon was re-parented to lastcall");
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
+    wait_line(&out, &format!("daemon signal {} ", libc::SIGTERM), SEC);
+    assert!(!alive(daemon), "the daemon outlived lastcall");
+}
+
+#[test]
+fn idle_means_zero_wake_ups() {
+    for mode in [Mode::Pid1, Mode::Plain] {
+        let dir = scratch("idle");
+        let mut run = start(mode, &dir, vec!["--".into(), "sleep".into(), "60".into()]);
+        // Let start-up settle: the child is sleeping and lastcall is blocked in poll.
+        wait_until(10 * SEC, "lastcall to block", || {
+            let stat = fs::read_to_string(format!("/proc/{}/stat", run.pid)).ok()?;
+            let state = stat.rsplit_once(')')?.1.split_whitespace().next()?.to_string();
+            let wchan = fs::read_to_string(format!("/proc/{}/wchan", run.pid)).unwrap_or_default();
+            (state == "S" && (wchan.contains("poll") || wchan.is_empty() || wchan == "0")).then_some(())
+        });
+        let before = run.context_switches();
+        std::thread::sleep(3 * SEC); // the measurement itself: three idle seconds
+        let after = run.context_switches();
+        assert_eq!(after - before, 0, "lastcall woke up while idle");
+        run.signal(libc::SIGTERM);
+        assert_eq!(run.wait(10 * SEC), 143);
+    }
+}
+
+#[test]
+fn lastcall_leaves_the_working_directory_and_leaks_no_descriptor() {
+    fn extra_fd() -> std::io::Result<()> {
+        // SAFETY: dup2 is async-signal-safe.
+        unsafe { libc::dup2(2, 7) };
+        Ok(())
+    }
+    let dir = scratch("fds");
+    let mut spec = Spec::new(Mode::Plain, &dir, &["--", "sh", "-c", "ls /proc/$$/fd; pwd; sleep 30"]);
+    spec.pre_exec = Some(extra_fd);
+    let mut run = spec.start();
+    let fds = wait_until(10 * SEC, "the child's listing", || {
+        let out = run.stdout();
+        let lines: Vec<String> = out.lines().map(str::to_string).collect();
+        (lines.len() >= 2).then_some(lines)
+    });
+    let listed: HashSet<String> = fds[..fds.len() - 1].iter().cloned().collect();
+    // What lastcall holds: what it inherited, plus its signalfd. The child gets exactly the
+    // inherited part (here 0, 1, 2 and 7, plus whatever the test runner itself passed on).
+    let held = fd_links(run.pid);
+    let inherited: HashSet<String> =
+        held.iter().filter(|(_, link)| !link.contains("signalfd")).map(|(fd, _)| fd.clone()).collect();
+    assert!(held.iter().any(|(_, link)| link.contains("signalfd")), "{held:?}");
+    assert!(inherited.contains("7"));
+    assert_eq!(listed, inherited, "inherited fds pass, lastcall's own do not");
+    assert_eq!(fds.last().unwrap(), &dir.canonicalize().unwrap().display().to_string(), "the child keeps its cwd");
+    let cwd = fs::read_link(format!("/proc/{}/cwd", run.pid)).unwrap();
+    assert_eq!(cwd, std::path::Path::new("/"), "lastcall moved to /");
+    run.signal(libc::SIGTERM);
+    run.wait(10 * SEC);
+}
+
+fn fd_links(pid: i32) -> Vec<(String, String)> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let link = fs::read_link(e.path()).ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), link.display().to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn non_utf8_arguments_reach_the_child_intact() {
+    let arg = std::ffi::OsStr::from_bytes(b"caf\xe9-\xff");
+    let (code, stdout, _) = run_to_end(Mode::Plain, &[std::ffi::OsStr::new("printf"), std::ffi::OsStr::new("%s"), arg], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout, arg.as_bytes());
+}
+
+#[test]
+fn option_parsing_stops_at_the_command() {
+    let (code, stdout, _) = run_to_end(Mode::Plain, &["sh", "-c", "echo $0 $1", "-v", "--grace"], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8_lossy(&stdout), "-v --grace\n");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_naming_it() {
+    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+        (&["--grace", "abc", "true"], &[], "'abc' for --grace"),
+        (&["--pre-stop", "5x", "true"], &[], "'5x' for --pre-stop"),
+        (&["--stop-signal", "SIGNOPE", "true"], &[], "'SIGNOPE' for --stop-signal"),
+        (&["true"], &[("LASTCALL_GRACE", "ten")], "'ten' for LASTCALL_GRACE"),
+        (&["true"], &[("LASTCALL_PRE_STOP", "soon")], "'soon' for LASTCALL_PRE_STOP"),
+        (&["true"], &[("LASTCALL_STOP_SIGNAL", "99")], "'99' for LASTCALL_STOP_SIGNAL"),
+        (&["true"], &[("LASTCALL_LOG", "loud")], "'loud' for LASTCALL_LOG"),
+        (&["--frobnicate", "true"], &[], "--frobnicate"),
+        (&["-Z", "true"], &[], "-Z"),
+        (&["--grace"], &[], "--grace"),
+        (&[], &[], "no command"),
+        (&["--"], &[], "no command"),
+    ];
+    for (args, env, needle) in cases {
+        let (code, stdout, stderr) = run_to_end(Mode::Plain, args, env);
+        assert_eq!(code, 2, "{args:?} {env:?}: {stderr}");
+        assert!(stdout.is_empty());
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with("lastcall: ") && first.contains(needle), "{args:?}: {stderr}");
+        assert!(stderr.contains("Usage: lastcall"), "the usage hint: {stderr}");
+    }
+}
+
+#[test]
+fn help_and_version() {
+    let (code, stdout, _) = run_to_end(Mode::Plain, &["--help"], &[]);
+    assert_eq!(code, 0);
+    let help = String::from_utf8_lossy(&stdout);
+    for var in ["LASTCALL_PRE_STOP", "LASTCALL_GRACE", "LASTCALL_STOP_SIGNAL", "LASTCALL_LOG"] {
+        assert!(help.contains(var), "help shows {var}");
+    }
+    let (code, stdout, _) = run_to_end(Mode::Plain, &["--version"], &[]);
+    assert_eq!(code, 0);
+    assert!(String::from_utf8_lossy(&stdout).starts_with("lastcall 0."));
+}
+
+#[test]
+fn the_environment_configures_what_flags_would() {
+    // LASTCALL_STOP_SIGNAL=INT: a child that dies on INT reports 130 after a TERM.
+    let dir = scratch("env");
+    let mut spec = Spec::new(Mode::Pid1, &dir, &["--", "sleep", "30"]).env("LASTCALL_STOP_SIGNAL", "INT");
+    spec = spec.env("LASTCALL_LOG", "info");
+    let mut run = spec.start();
+    wait_until(10 * SEC, "sleep to start", || {
+        let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.pid)).ok()?;
+        (!kids.trim().is_empty()).then_some(())
+    });
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(10 * SEC), 130);
+    assert!(run.stderr().contains("forwarded SIGINT"), "{}", run.stderr());
+}
+
+#[test]
+fn the_child_gets_the_terminal_foreground() {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        panic!("util-linux's script is needed for the terminal test");
+    }
+    // script gives lastcall a pseudo-terminal as stdin; the child must own its foreground.
+    let cmd = format!("{LASTCALL} -- sh -c 'echo stat $(cat /proc/$$/stat)'");
+    let out = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("stat ")).unwrap_or_else(|| panic!("{text}"));
+    let fields: Vec<&str> = line.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    // After the command name: state ppid pgrp session tty_nr tpgid.
+    let (pgrp, tpgid) = (fields[2], fields[5]);
+    assert_eq!(pgrp, tpgid, "the child's group is the terminal's foreground: {line}");
+    assert!(out.status.success());
+}
