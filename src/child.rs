@@ -1,55 +1,66 @@
-//! Starting the main child: its own process group, an empty signal mask, default dispositions,
-//! the terminal's foreground if lastcall has it, and only the file descriptors lastcall was given
-//! (everything lastcall opens itself is close-on-exec).
+//! Starting the main child: its own process group (or session), an empty signal mask, default
+//! dispositions, the terminal's foreground if lastcall has it, and only the file descriptors
+//! lastcall was given (everything lastcall opens itself is close-on-exec).
 
 use std::ffi::{CString, OsString};
 use std::io::IsTerminal;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 
 use nix::spawn::{posix_spawnp, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
 use nix::sys::signal::SigSet;
-use nix::unistd::{getpgrp, tcgetpgrp, Pid};
+use nix::unistd::{getpgrp, getpid, tcgetpgrp, Pid};
 
 use crate::error::Error;
-use crate::sys;
+use crate::sys::{self, Detach, ExecPlan};
 
-/// Spawns `argv` and returns its pid, which is also its process group id.
-pub fn spawn(argv: &[OsString]) -> Result<Pid, Error> {
-    let program = argv.first().ok_or_else(|| Error::Usage("no command given".into()))?;
+pub struct Launch<'a> {
+    pub argv: &'a [OsString],
+    pub detach: Detach,
+    /// Variables set (or replaced) in the child's environment.
+    pub env: Vec<(String, OsString)>,
+}
+
+/// Spawns the command and returns its pid, which is also its process group id.
+pub fn spawn(launch: &Launch) -> Result<Pid, Error> {
+    let program = launch.argv.first().ok_or_else(|| Error::Usage("no command given".into()))?;
     let exec_error = |source| Error::Exec { command: program.clone(), source };
-    if owns_terminal() {
-        spawn_with_terminal(argv).map_err(exec_error)
-    } else {
-        spawn_detached(argv).map_err(|errno| exec_error(errno.into()))
+    let argv: Vec<CString> = launch.argv.iter().map(|a| c_string(a.as_bytes())).collect();
+    let env = child_env(&launch.env);
+    let take_terminal = owns_terminal();
+    // Socket activation: the fds are for the child, so LISTEN_PID must name it.
+    let listen_pid_is_ours = std::env::var("LISTEN_PID").is_ok_and(|p| p == getpid().to_string());
+
+    if launch.detach == Detach::Group && !take_terminal && !listen_pid_is_ours {
+        return spawn_cheap(&argv, &env).map_err(|errno| exec_error(errno.into()));
     }
+    let env = if listen_pid_is_ours {
+        env
+    } else {
+        env.into_iter().filter(|e| !e.as_bytes().starts_with(b"LISTEN_PID=")).collect()
+    };
+    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal);
+    let pid = sys::fork_exec(&mut plan).map_err(exec_error)?;
+    Ok(Pid::from_raw(pid))
 }
 
 /// posix_spawn (a vfork in musl): the cheapest start there is. The attributes give the child
 /// its own group and an empty mask; dispositions are already default in lastcall itself.
 /// musl reports exec failures back through the call's return value.
-fn spawn_detached(argv: &[OsString]) -> nix::Result<Pid> {
+fn spawn_cheap(argv: &[CString], env: &[CString]) -> nix::Result<Pid> {
     let mut attr = PosixSpawnAttr::init()?;
     attr.set_pgroup(Pid::from_raw(0))?;
     attr.set_sigmask(&SigSet::empty())?;
     attr.set_flags(PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK)?;
-    let args: Vec<CString> = argv.iter().map(|a| c_string(a.as_bytes())).collect();
-    let env: Vec<CString> = std::env::vars_os()
-        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect();
-    posix_spawnp(&args[0], &PosixSpawnFileActions::init()?, &attr, &args, &env)
+    posix_spawnp(&argv[0], &PosixSpawnFileActions::init()?, &attr, argv, env)
 }
 
-/// With a terminal to hand over, the child must call tcsetpgrp itself before exec, which only a
-/// fork can do: std's fork path, with a hook that takes the terminal and empties the mask.
-fn spawn_with_terminal(argv: &[OsString]) -> std::io::Result<Pid> {
-    let mut command = Command::new(&argv[0]);
-    command.args(&argv[1..]).process_group(0);
-    sys::take_terminal_in_child(&mut command);
-    let child = command.spawn()?;
-    // Dropping `child` neither waits nor kills: the reaper collects it with everything else.
-    Ok(Pid::from_raw(child.id() as i32))
+/// lastcall's environment with `overrides` applied, as `KEY=VALUE` C strings.
+fn child_env(overrides: &[(String, OsString)]) -> Vec<CString> {
+    let inherited = std::env::vars_os().filter(|(k, _)| !overrides.iter().any(|(o, _)| k == o.as_str()));
+    inherited
+        .chain(overrides.iter().map(|(k, v)| (k.into(), v.clone())))
+        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect()
 }
 
 /// Arguments and the environment come from the kernel as C strings, so none holds a NUL.

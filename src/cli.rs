@@ -1,10 +1,14 @@
 //! Command line and environment → a validated `Config`.
 //!
 //! Every option has a `LASTCALL_<NAME>` variable because `dockerd --init-path` runs the init as
-//! `INIT -- COMMAND...` and cannot pass flags. A flag wins over its variable. Option parsing stops
-//! at the first non-option, so `lastcall sh -c x` runs `sh -c x`.
+//! `INIT -- COMMAND...` and cannot pass flags. A flag wins over its variable, which wins over
+//! the tini or dumb-init variable of the same meaning. Option parsing stops at the first
+//! non-option, so `lastcall sh -c x` runs `sh -c x`. tini's, dumb-init's and catatonit's flags
+//! are accepted with their meaning (they do not collide), so lastcall is a drop-in for each.
 
 use std::ffi::OsString;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use log::LevelFilter;
@@ -20,17 +24,46 @@ pub struct Config {
     pub grace: Option<Duration>,
     /// `None`: forward the signal that was received.
     pub stop_signal: Option<Sig>,
+    /// Received → forwarded; `Sig(0)` drops the signal.
+    pub rewrite: Vec<(Sig, Sig)>,
+    pub ready_file: Option<PathBuf>,
+    pub health_listen: Option<SocketAddr>,
+    /// Signal the child only, not its process group (dumb-init's -c).
+    pub single_child: bool,
+    /// The child gets its own session, and lastcall does dumb-init's job control.
+    pub setsid: bool,
+    /// Child exit codes reported as 0 (tini's -e).
+    pub remap_exit: Vec<i32>,
+    pub parent_death_signal: Option<Sig>,
+    pub warn_reaping: bool,
+    pub subreaper: bool,
+    /// catatonit's -P: no command; wait for a termination signal.
+    pub pause: bool,
     pub log_level: LevelFilter,
 }
 
-/// What `parse` found: a configuration to run, or text to print before exiting 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeConfig {
+    pub target: ProbeTarget,
+    pub health_listen: Option<SocketAddr>,
+    pub ready_file: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeTarget {
+    Ready,
+    Live,
+}
+
+/// What `parse` found: a configuration to run, a probe to make, or text to print (exit 0).
 #[derive(Debug)]
 pub enum Parsed {
     Run(Config),
+    Probe(ProbeConfig),
     Print(String),
 }
 
-pub const USAGE_LINE: &str = "Usage: lastcall [OPTIONS] [--] COMMAND [ARGS]...";
+pub const USAGE_LINE: &str = "Usage: lastcall [OPTIONS] [--] COMMAND [ARGS]...  |  lastcall probe ready|live [OPTIONS]";
 pub const HINT_LINE: &str = "Try 'lastcall --help' for more information.";
 
 const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -41,17 +74,30 @@ enum Id {
     PreStop,
     Grace,
     StopSignal,
+    Rewrite,
+    ReadyFile,
+    HealthListen,
+    SingleChild,
+    Setsid,
+    Group,
+    RemapExit,
+    ParentDeathSignal,
+    WarnReaping,
+    Subreaper,
+    NoSubreaper,
+    Pause,
     Verbose,
     Quiet,
     Help,
     Version,
+    License,
 }
 
 /// One option: its spellings, whether it takes a value, and the variable that can stand in for it.
 struct Opt {
     id: Id,
     long: &'static str,
-    short: Option<char>,
+    shorts: &'static [char],
     value: Option<&'static str>,
     env: Option<&'static str>,
     help: &'static str,
@@ -61,7 +107,7 @@ const OPTIONS: &[Opt] = &[
     Opt {
         id: Id::PreStop,
         long: "pre-stop",
-        short: None,
+        shorts: &[],
         value: Some("DURATION"),
         env: Some("LASTCALL_PRE_STOP"),
         help: "after the first termination signal, wait this long with the app untouched [default: 0]",
@@ -69,7 +115,7 @@ const OPTIONS: &[Opt] = &[
     Opt {
         id: Id::Grace,
         long: "grace",
-        short: None,
+        shorts: &[],
         value: Some("DURATION"),
         env: Some("LASTCALL_GRACE"),
         help: "after forwarding the stop signal, wait this long, then SIGKILL; 0 never escalates [default: 10s]",
@@ -77,15 +123,111 @@ const OPTIONS: &[Opt] = &[
     Opt {
         id: Id::StopSignal,
         long: "stop-signal",
-        short: None,
+        shorts: &[],
         value: Some("SIGNAL"),
         env: Some("LASTCALL_STOP_SIGNAL"),
         help: "forward this instead of the termination signal received [default: the one received]",
     },
     Opt {
+        id: Id::Rewrite,
+        long: "rewrite",
+        shorts: &['r'],
+        value: Some("FROM:TO"),
+        env: Some("LASTCALL_REWRITE"),
+        help: "forward FROM as TO (TO=0 drops it); repeatable; the variable takes a comma list",
+    },
+    Opt {
+        id: Id::ReadyFile,
+        long: "ready-file",
+        shorts: &[],
+        value: Some("PATH"),
+        env: Some("LASTCALL_READY_FILE"),
+        help: "create PATH once the app runs, remove it the moment shutdown starts",
+    },
+    Opt {
+        id: Id::HealthListen,
+        long: "health-listen",
+        shorts: &[],
+        value: Some("ADDR:PORT"),
+        env: Some("LASTCALL_HEALTH_LISTEN"),
+        help: "serve GET /ready (503 from the first termination signal) and GET /live over HTTP",
+    },
+    Opt {
+        id: Id::SingleChild,
+        long: "single-child",
+        shorts: &['c'],
+        value: None,
+        env: Some("LASTCALL_SINGLE_CHILD"),
+        help: "signal only the child, not its process group (also DUMB_INIT_SETSID=0, TINI_KILL_PROCESS_GROUP=0)",
+    },
+    Opt {
+        id: Id::Setsid,
+        long: "setsid",
+        shorts: &[],
+        value: None,
+        env: Some("LASTCALL_SETSID"),
+        help: "dumb-init's mode: the child gets its own session; TSTP/TTIN/TTOU stop it and lastcall (also DUMB_INIT_SETSID=1)",
+    },
+    Opt {
+        id: Id::Group,
+        long: "group",
+        shorts: &['g'],
+        value: None,
+        env: None,
+        help: "signal the child's process group (the default; tini's -g)",
+    },
+    Opt {
+        id: Id::RemapExit,
+        long: "remap-exit",
+        shorts: &['e'],
+        value: Some("CODE"),
+        env: Some("LASTCALL_REMAP_EXIT"),
+        help: "report this child exit code as 0, e.g. 143; repeatable; the variable takes a comma list",
+    },
+    Opt {
+        id: Id::ParentDeathSignal,
+        long: "parent-death-signal",
+        shorts: &['p'],
+        value: Some("SIGNAL"),
+        env: Some("LASTCALL_PARENT_DEATH_SIGNAL"),
+        help: "have the kernel send lastcall SIGNAL when its parent dies",
+    },
+    Opt {
+        id: Id::WarnReaping,
+        long: "warn-reaping",
+        shorts: &['w'],
+        value: None,
+        env: Some("LASTCALL_WARN_REAPING"),
+        help: "warn about each reaped process that was not the child",
+    },
+    Opt {
+        id: Id::Subreaper,
+        long: "subreaper",
+        shorts: &['s'],
+        value: None,
+        env: Some("LASTCALL_SUBREAPER"),
+        help: "when not PID 1, adopt orphaned descendants (the default; also TINI_SUBREAPER)",
+    },
+    Opt {
+        id: Id::NoSubreaper,
+        long: "no-subreaper",
+        shorts: &[],
+        value: None,
+        env: None,
+        help: "do not register as a child subreaper",
+    },
+    Opt {
+        id: Id::Pause,
+        long: "pause",
+        shorts: &['P'],
+        value: None,
+        env: None,
+        help: "run no command: wait for a termination signal, reaping orphans (catatonit's -P)",
+    },
+    Opt {
         id: Id::Verbose,
         long: "verbose",
-        short: Some('v'),
+        shorts: &['v'],
         value: None,
         env: None,
         help: "log more: -v the shutdown timeline, -vv every signal [env: LASTCALL_LOG=info|debug|trace]",
@@ -93,40 +235,48 @@ const OPTIONS: &[Opt] = &[
     Opt {
         id: Id::Quiet,
         long: "quiet",
-        short: Some('q'),
+        shorts: &['q'],
         value: None,
         env: None,
         help: "log less: -q errors only, -qq nothing [env: LASTCALL_LOG=error|off]",
     },
-    Opt { id: Id::Help, long: "help", short: Some('h'), value: None, env: None, help: "print this help" },
-    Opt { id: Id::Version, long: "version", short: None, value: None, env: None, help: "print the version" },
+    Opt { id: Id::Help, long: "help", shorts: &['h'], value: None, env: None, help: "print this help" },
+    Opt { id: Id::Version, long: "version", shorts: &['V'], value: None, env: None, help: "print the version" },
+    Opt { id: Id::License, long: "license", shorts: &['l', 'L'], value: None, env: None, help: "print the license" },
 ];
 
 const ABOUT: &str = "lastcall: a tiny init for containers. It runs COMMAND in its own process group,
 forwards signals to that group, reaps zombies, and on TERM, INT or QUIT shuts down in
-order: pre-stop, stop signal, grace, SIGKILL. It exits with COMMAND's status.";
+order: unready, pre-stop, stop signal, grace, SIGKILL. It exits with COMMAND's status.";
 
-const AFTER_HELP: &str = "DURATION: 500ms, 5s, 1m30s, 1h; a plain number means seconds.
-SIGNAL: TERM, SIGTERM or 15.
+const AFTER_HELP: &str = "Probes, for images with no shell or curl:
+  lastcall probe ready|live [--health-listen ADDR:PORT | --ready-file PATH]
+  exits 0 if the app is ready (or live), 1 if not; the variables above work too.
+
+DURATION: 500ms, 5s, 1m30s, 1h; a plain number means seconds.
+SIGNAL: TERM, SIGTERM, 15, RTMIN+2.
 Every option can also be set by the variable shown; a flag wins over its variable.
+Booleans: 1/true/yes/on or 0/false/no/off. tini's TINI_SUBREAPER, TINI_KILL_PROCESS_GROUP and
+TINI_VERBOSITY and dumb-init's DUMB_INIT_SETSID are read too, and 0 means off.
+The child gets LASTCALL_PRE_STOP_MS and LASTCALL_GRACE_MS in its environment.
 
 Exit status: COMMAND's; 128+N if it died from signal N (137 after the escalation);
 126 if it cannot be executed; 127 if it is not found; 125 if lastcall itself fails;
 2 for a usage error.";
 
+const LICENSE: &str = "lastcall is licensed under the MIT license or the Apache License 2.0, at your option.\n";
+
 fn help_text() -> String {
-    let mut text = format!("{ABOUT}\n\n{USAGE_LINE}\n\nOptions:\n");
+    let mut text = format!("{ABOUT}\n\nUsage: lastcall [OPTIONS] [--] COMMAND [ARGS]...\n\nOptions:\n");
     for opt in OPTIONS {
-        let mut spelling = match opt.short {
-            Some(c) => format!("-{c}, --{}", opt.long),
-            None => format!("    --{}", opt.long),
-        };
+        let shorts: Vec<String> = opt.shorts.iter().map(|c| format!("-{c}, ")).collect();
+        let mut spelling = format!("{:>8}--{}", shorts.concat(), opt.long);
         if let Some(value) = opt.value {
             spelling = format!("{spelling} {value}");
         }
-        text.push_str(&format!("  {spelling:<26}{}\n", opt.help));
+        text.push_str(&format!(" {spelling:<34}{}\n", opt.help));
         if let Some(env) = opt.env {
-            text.push_str(&format!("  {:<26}[env: {env}]\n", ""));
+            text.push_str(&format!(" {:<34}[env: {env}]\n", ""));
         }
     }
     text.push('\n');
@@ -146,13 +296,26 @@ impl CommandLine {
         self.given.iter().rev().find(|(i, _)| *i == id).and_then(|(_, v)| v.as_deref())
     }
 
+    fn all(&self, id: Id) -> impl Iterator<Item = &str> {
+        self.given.iter().filter(move |(i, _)| *i == id).filter_map(|(_, v)| v.as_deref())
+    }
+
     fn count(&self, id: Id) -> usize {
         self.given.iter().filter(|(i, _)| *i == id).count()
+    }
+
+    fn has(&self, id: Id) -> bool {
+        self.count(id) > 0
+    }
+
+    /// Which of `ids` came last on the command line.
+    fn last_of(&self, ids: &[Id]) -> Option<Id> {
+        self.given.iter().rev().map(|(i, _)| *i).find(|i| ids.contains(i))
     }
 }
 
 /// getopt without permutation: options first, then the command; `--` ends the options early.
-fn split_command_line(args: Vec<OsString>) -> Result<CommandLine, Error> {
+fn split_command_line(args: Vec<OsString>, options: &[&Opt]) -> Result<CommandLine, Error> {
     let mut given = Vec::new();
     let mut rest = args.into_iter();
     while let Some(arg) = rest.next() {
@@ -171,7 +334,7 @@ fn split_command_line(args: Vec<OsString>) -> Result<CommandLine, Error> {
                 Some((n, v)) => (n, Some(v.to_string())),
                 None => (long, None),
             };
-            let opt = OPTIONS
+            let opt = options
                 .iter()
                 .find(|o| o.long == name)
                 .ok_or_else(|| Error::Usage(format!("unknown option '--{name}'")))?;
@@ -184,12 +347,12 @@ fn split_command_line(args: Vec<OsString>) -> Result<CommandLine, Error> {
             given.push((opt.id, value));
             continue;
         }
-        // A cluster of short options: -vv, -qv, or one that takes the rest as its value.
+        // A cluster of short options: -vv, -sg, or one that takes the rest as its value (-e143).
         let cluster = &text[1..];
         for (i, c) in cluster.char_indices() {
-            let opt = OPTIONS
+            let opt = options
                 .iter()
-                .find(|o| o.short == Some(c))
+                .find(|o| o.shorts.contains(&c))
                 .ok_or_else(|| Error::Usage(format!("unknown option '-{c}'")))?;
             if opt.value.is_none() {
                 given.push((opt.id, None));
@@ -209,20 +372,57 @@ fn next_value(rest: &mut impl Iterator<Item = OsString>, flag: &str) -> Result<S
     value.into_string().map_err(|v| bad_value(flag, &v.to_string_lossy(), "not valid UTF-8"))
 }
 
+fn opt(id: Id) -> &'static Opt {
+    OPTIONS.iter().find(|o| o.id == id).expect("every Id has an entry in OPTIONS")
+}
+
+/// Reads the environment for one parse, naming the variable in every error.
+struct Env<F> {
+    lookup: F,
+}
+
+impl<F: Fn(&str) -> Option<OsString>> Env<F> {
+    /// The variable's value, if set and not empty.
+    fn get(&self, name: &str) -> Result<Option<String>, Error> {
+        match (self.lookup)(name) {
+            Some(v) if !v.is_empty() => {
+                v.into_string().map(Some).map_err(|v| bad_value(name, &v.to_string_lossy(), "not valid UTF-8"))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn bool(&self, name: &str) -> Result<Option<bool>, Error> {
+        self.get(name)?.map(|v| parse_bool(&v).map_err(|why| bad_value(name, &v, &why))).transpose()
+    }
+}
+
 /// Parses `args` (with the program name first) and looks variables up with `env`.
 pub fn parse<I, F>(args: I, env: F) -> Result<Parsed, Error>
 where
     I: IntoIterator<Item = OsString>,
     F: Fn(&str) -> Option<OsString>,
 {
-    let line = split_command_line(args.into_iter().skip(1).collect())?;
-    if line.count(Id::Help) > 0 {
+    let args: Vec<OsString> = args.into_iter().skip(1).collect();
+    let env = Env { lookup: env };
+    if args.first().is_some_and(|a| a == "probe") {
+        return parse_probe(args[1..].to_vec(), &env).map(Parsed::Probe);
+    }
+    let line = split_command_line(args, &OPTIONS.iter().collect::<Vec<_>>())?;
+    if line.has(Id::Help) {
         return Ok(Parsed::Print(help_text()));
     }
-    if line.count(Id::Version) > 0 {
+    if line.has(Id::Version) {
         return Ok(Parsed::Print(format!("lastcall {}\n", env!("CARGO_PKG_VERSION"))));
     }
-    if line.command.is_empty() {
+    if line.has(Id::License) {
+        return Ok(Parsed::Print(LICENSE.into()));
+    }
+    let pause = line.has(Id::Pause);
+    if pause && !line.command.is_empty() {
+        return Err(Error::Usage("--pause (-P) runs no command".into()));
+    }
+    if !pause && line.command.is_empty() {
         return Err(Error::Usage("no command given".into()));
     }
 
@@ -233,40 +433,177 @@ where
         None => Some(DEFAULT_GRACE),
     };
     let stop_signal = value(&line, &env, Id::StopSignal, |s| Sig::parse(s, false))?;
+    let rewrite = list(&line, &env, Id::Rewrite, parse_rewrite)?;
+    let remap_exit = list(&line, &env, Id::RemapExit, parse_exit_code)?;
+    let parent_death_signal = value(&line, &env, Id::ParentDeathSignal, |s| Sig::parse(s, false))?;
+    let ready_file = value(&line, &env, Id::ReadyFile, parse_ready_file)?;
+    let health_listen = value(&line, &env, Id::HealthListen, parse_listen_addr)?;
+
+    // Process-group signalling, from the most specific source down.
+    let dumb_init_setsid = env.bool("DUMB_INIT_SETSID")?;
+    let setsid = match line.last_of(&[Id::Setsid, Id::SingleChild]) {
+        Some(id) => id == Id::Setsid,
+        None => match env.bool("LASTCALL_SETSID")? {
+            Some(b) => b,
+            None => dumb_init_setsid == Some(true),
+        },
+    };
+    let single_child = match line.last_of(&[Id::SingleChild, Id::Group, Id::Setsid]) {
+        Some(id) => id == Id::SingleChild,
+        None => match env.bool("LASTCALL_SINGLE_CHILD")? {
+            Some(b) => b,
+            None => dumb_init_setsid == Some(false) || env.bool("TINI_KILL_PROCESS_GROUP")? == Some(false),
+        },
+    };
+    let subreaper = match line.last_of(&[Id::Subreaper, Id::NoSubreaper]) {
+        Some(id) => id == Id::Subreaper,
+        None => match env.bool("LASTCALL_SUBREAPER")? {
+            Some(b) => b,
+            None => env.bool("TINI_SUBREAPER")?.unwrap_or(true),
+        },
+    };
+    let warn_reaping = line.has(Id::WarnReaping) || env.bool("LASTCALL_WARN_REAPING")?.unwrap_or(false);
     let log_level = log_level(&line, &env)?;
 
-    Ok(Parsed::Run(Config { command: line.command, pre_stop, grace, stop_signal, log_level }))
+    Ok(Parsed::Run(Config {
+        command: line.command,
+        pre_stop,
+        grace,
+        stop_signal,
+        rewrite,
+        ready_file,
+        health_listen,
+        single_child,
+        setsid,
+        remap_exit,
+        parent_death_signal,
+        warn_reaping,
+        subreaper,
+        pause,
+        log_level,
+    }))
+}
+
+fn parse_probe<F: Fn(&str) -> Option<OsString>>(args: Vec<OsString>, env: &Env<F>) -> Result<ProbeConfig, Error> {
+    let options: Vec<&Opt> = [Id::HealthListen, Id::ReadyFile, Id::Help].into_iter().map(opt).collect();
+    // A probe has no command to protect, so its options may come before or after the target.
+    let mut line = CommandLine { given: vec![], command: vec![] };
+    let mut rest = args;
+    loop {
+        let part = split_command_line(rest, &options)?;
+        line.given.extend(part.given);
+        let mut positional = part.command.into_iter();
+        match positional.next() {
+            Some(arg) => line.command.push(arg),
+            None => break,
+        }
+        rest = positional.collect();
+    }
+    if line.has(Id::Help) {
+        return Err(Error::Usage("usage: lastcall probe ready|live [--health-listen ADDR:PORT | --ready-file PATH]".into()));
+    }
+    let target = match line.command.first().map(|t| t.to_string_lossy().into_owned()) {
+        Some(t) if t == "ready" => ProbeTarget::Ready,
+        Some(t) if t == "live" => ProbeTarget::Live,
+        Some(t) => return Err(Error::Usage(format!("unknown probe target '{t}': expected ready or live"))),
+        None => return Err(Error::Usage("probe needs a target: ready or live".into())),
+    };
+    if line.command.len() > 1 {
+        return Err(Error::Usage(format!("unexpected argument '{}' after the probe target", line.command[1].to_string_lossy())));
+    }
+    let health_listen = value(&line, env, Id::HealthListen, parse_listen_addr)?;
+    let ready_file = value(&line, env, Id::ReadyFile, parse_ready_file)?;
+    match (target, &health_listen, &ready_file) {
+        (_, None, None) => Err(Error::Usage("probe needs --health-listen or --ready-file (or their variables)".into())),
+        (ProbeTarget::Live, None, Some(_)) => {
+            Err(Error::Usage("probe live needs --health-listen: a ready file says nothing about liveness".into()))
+        }
+        _ => Ok(ProbeConfig { target, health_listen, ready_file }),
+    }
 }
 
 /// The option's value from its flag, else from its variable, validated by `check`; the error
 /// names whichever of the two the bad value came from.
-fn value<T, F>(
-    line: &CommandLine,
-    env: &F,
-    id: Id,
-    check: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<T>, Error>
+fn value<T, F>(line: &CommandLine, env: &Env<F>, id: Id, check: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, Error>
 where
     F: Fn(&str) -> Option<OsString>,
 {
-    let opt = OPTIONS.iter().find(|o| o.id == id).expect("every Id has an entry in OPTIONS");
-    let flag = format!("--{}", opt.long);
-    let (raw, source): (OsString, &str) = match line.last(id) {
-        Some(v) => (v.into(), &flag),
-        None => match opt.env.and_then(|name| env(name).map(|v| (v, name))) {
-            Some((v, name)) if !v.is_empty() => (v, name),
-            _ => return Ok(None),
-        },
-    };
-    let text = raw.to_str().ok_or_else(|| bad_value(source, &raw.to_string_lossy(), "not valid UTF-8"))?;
-    check(text).map(Some).map_err(|why| bad_value(source, text, &why))
+    let opt = opt(id);
+    if let Some(v) = line.last(id) {
+        return check(v).map(Some).map_err(|why| bad_value(&format!("--{}", opt.long), v, &why));
+    }
+    let Some(name) = opt.env else { return Ok(None) };
+    match env.get(name)? {
+        Some(v) => check(&v).map(Some).map_err(|why| bad_value(name, &v, &why)),
+        None => Ok(None),
+    }
+}
+
+/// A repeatable option: every flag's value, or else the variable's comma-separated list.
+fn list<T, F>(line: &CommandLine, env: &Env<F>, id: Id, check: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let opt = opt(id);
+    let flagged: Vec<&str> = line.all(id).collect();
+    if !flagged.is_empty() {
+        return flagged
+            .into_iter()
+            .map(|v| check(v).map_err(|why| bad_value(&format!("--{}", opt.long), v, &why)))
+            .collect();
+    }
+    let Some(name) = opt.env else { return Ok(vec![]) };
+    match env.get(name)? {
+        Some(v) => v.split(',').map(|item| check(item.trim()).map_err(|why| bad_value(name, item, &why))).collect(),
+        None => Ok(vec![]),
+    }
 }
 
 fn bad_value(source: &str, value: &str, why: &str) -> Error {
     Error::Usage(format!("invalid value '{value}' for {source}: {why}"))
 }
 
-fn log_level<F>(line: &CommandLine, env: &F) -> Result<LevelFilter, Error>
+fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err("expected 1/true/yes/on or 0/false/no/off".into()),
+    }
+}
+
+/// `TERM:QUIT`, `15:3`, `SIGINT:0` (0 drops the signal).
+fn parse_rewrite(text: &str) -> Result<(Sig, Sig), String> {
+    let (from, to) = text.split_once(':').ok_or("expected FROM:TO, like TERM:QUIT or 15:0")?;
+    let from = Sig::parse(from, false).map_err(|e| format!("FROM: {e}"))?;
+    let to = Sig::parse(to, true).map_err(|e| format!("TO: {e}"))?;
+    Ok((from, to))
+}
+
+fn parse_exit_code(text: &str) -> Result<i32, String> {
+    text.parse::<u8>().map(i32::from).map_err(|_| "expected an exit code from 0 to 255".into())
+}
+
+fn parse_ready_file(text: &str) -> Result<PathBuf, String> {
+    if text.is_empty() || text.ends_with('/') {
+        return Err("expected the path of a file".into());
+    }
+    Ok(PathBuf::from(text))
+}
+
+/// `127.0.0.1:8081`, `[::1]:8081`, or `:8081` for every IPv4 address (what a pod's probe needs).
+fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+    const EXPECTED: &str = "expected ADDR:PORT, like 127.0.0.1:8081, [::1]:8081 or :8081";
+    let addr = match text.strip_prefix(':') {
+        Some(port) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, port.parse::<u16>().map_err(|_| EXPECTED)?)),
+        None => text.parse::<SocketAddr>().map_err(|_| EXPECTED)?,
+    };
+    if addr.port() == 0 {
+        return Err("port 0 is not a port a probe can find".into());
+    }
+    Ok(addr)
+}
+
+fn log_level<F>(line: &CommandLine, env: &Env<F>) -> Result<LevelFilter, Error>
 where
     F: Fn(&str) -> Option<OsString>,
 {
@@ -283,14 +620,22 @@ where
             _ => LevelFilter::Trace,
         });
     }
-    match env(LOG_ENV) {
-        Some(v) if !v.is_empty() => {
-            let text = v.to_string_lossy();
-            text.parse::<LevelFilter>()
-                .map_err(|_| bad_value(LOG_ENV, &text, "expected off, error, warn, info, debug or trace"))
-        }
-        _ => Ok(LevelFilter::Warn),
+    if let Some(text) = env.get(LOG_ENV)? {
+        return text
+            .parse::<LevelFilter>()
+            .map_err(|_| bad_value(LOG_ENV, &text, "expected off, error, warn, info, debug or trace"));
     }
+    // tini's scale: 0 fatal only, 1 warnings (its default), 2 info, 3 debug.
+    if let Some(text) = env.get("TINI_VERBOSITY")? {
+        return match text.trim() {
+            "0" => Ok(LevelFilter::Error),
+            "1" => Ok(LevelFilter::Warn),
+            "2" => Ok(LevelFilter::Info),
+            "3" => Ok(LevelFilter::Debug),
+            _ => Err(bad_value("TINI_VERBOSITY", &text, "expected 0, 1, 2 or 3")),
+        };
+    }
+    Ok(LevelFilter::Warn)
 }
 
 /// `500ms`, `5s`, `1m30s`, `2h`, `1.5s`; a plain number is seconds.
@@ -463,4 +808,129 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
         }
     }
+
+    fn probe(args: &[&str], env: &[(&str, &str)]) -> Result<ProbeConfig, Error> {
+        let mut all = vec!["probe"];
+        all.extend_from_slice(args);
+        match run(&all, env) {
+            Ok(Parsed::Probe(p)) => Ok(p),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[test]
+    fn rewrites_and_exit_remaps() {
+        let c = config(&["-r", "TERM:QUIT", "--rewrite", "2:0", "--rewrite=SIGUSR1:RTMIN+1", "app"], &[]);
+        assert_eq!(c.rewrite, vec![(Sig::TERM, Sig::QUIT), (Sig::INT, Sig(0)), (Sig(libc::SIGUSR1), Sig(35))]);
+        let c = config(&["app"], &[("LASTCALL_REWRITE", "TERM:QUIT, INT:QUIT")]);
+        assert_eq!(c.rewrite, vec![(Sig::TERM, Sig::QUIT), (Sig::INT, Sig::QUIT)]);
+        let c = config(&["-e", "143", "-e130", "app"], &[]);
+        assert_eq!(c.remap_exit, vec![143, 130]);
+        let c = config(&["app"], &[("LASTCALL_REMAP_EXIT", "143,137")]);
+        assert_eq!(c.remap_exit, vec![143, 137]);
+        for bad in ["TERM", "TERM:", ":QUIT", "NOPE:QUIT", "TERM:99", "0:TERM"] {
+            let msg = usage_error(&["-r", bad, "app"], &[]);
+            assert!(msg.contains("--rewrite") && msg.contains(bad), "{msg}");
+        }
+        let msg = usage_error(&["app"], &[("LASTCALL_REWRITE", "TERM:QUIT,bogus")]);
+        assert!(msg.contains("LASTCALL_REWRITE") && msg.contains("'bogus'"), "{msg}");
+        for bad in ["256", "-1", "x"] {
+            let msg = usage_error(&["-e", bad, "app"], &[]);
+            assert!(msg.contains("--remap-exit") && msg.contains(bad), "{msg}");
+        }
+    }
+
+    #[test]
+    fn tini_and_dumb_init_flags_mean_what_they_meant() {
+        let c = config(&["-s", "-g", "-w", "-vvv", "-p", "SIGKILL", "--", "app"], &[]);
+        assert!(c.subreaper && !c.single_child && c.warn_reaping);
+        assert_eq!(c.parent_death_signal, Some(Sig::KILL));
+        assert_eq!(c.log_level, LevelFilter::Trace);
+        // Short flags cluster the way getopt clusters them.
+        let c = config(&["-sgw", "app"], &[]);
+        assert!(c.subreaper && c.warn_reaping);
+        let c = config(&["-c", "app"], &[]);
+        assert!(c.single_child && !c.setsid);
+        let c = config(&["--single-child", "app"], &[]);
+        assert!(c.single_child);
+        let c = config(&["--setsid", "app"], &[]);
+        assert!(c.setsid && !c.single_child);
+        assert!(matches!(run(&["-V"], &[]), Ok(Parsed::Print(t)) if t.starts_with("lastcall ")));
+        assert!(matches!(run(&["-l"], &[]), Ok(Parsed::Print(t)) if t.contains("license")));
+        assert!(matches!(run(&["-L"], &[]), Ok(Parsed::Print(t)) if t.contains("license")));
+        assert!(matches!(run(&["-h"], &[]), Ok(Parsed::Print(t)) if t.contains("Usage")));
+    }
+
+    #[test]
+    fn peer_booleans_mean_what_they_say() {
+        assert!(!config(&["app"], &[("TINI_SUBREAPER", "0")]).subreaper);
+        assert!(config(&["app"], &[("TINI_SUBREAPER", "1")]).subreaper);
+        assert!(config(&["app"], &[]).subreaper, "on by default");
+        assert!(!config(&["app"], &[("LASTCALL_SUBREAPER", "false")]).subreaper);
+        assert!(config(&["-s", "app"], &[("LASTCALL_SUBREAPER", "0")]).subreaper, "the flag wins");
+        assert!(!config(&["--no-subreaper", "app"], &[]).subreaper);
+        assert!(config(&["app"], &[("DUMB_INIT_SETSID", "0")]).single_child);
+        let c = config(&["app"], &[("DUMB_INIT_SETSID", "1")]);
+        assert!(c.setsid && !c.single_child);
+        assert!(config(&["app"], &[("TINI_KILL_PROCESS_GROUP", "0")]).single_child);
+        assert!(!config(&["app"], &[("TINI_KILL_PROCESS_GROUP", "1")]).single_child);
+        assert!(!config(&["-g", "app"], &[("DUMB_INIT_SETSID", "0")]).single_child);
+        assert_eq!(config(&["app"], &[("TINI_VERBOSITY", "3")]).log_level, LevelFilter::Debug);
+        assert_eq!(config(&["app"], &[("TINI_VERBOSITY", "0")]).log_level, LevelFilter::Error);
+        for (var, bad) in [("TINI_SUBREAPER", "maybe"), ("DUMB_INIT_SETSID", "2"), ("LASTCALL_WARN_REAPING", "y"), ("TINI_VERBOSITY", "9")] {
+            let msg = usage_error(&["app"], &[(var, bad)]);
+            assert!(msg.contains(var) && msg.contains(bad), "{msg}");
+        }
+    }
+
+    #[test]
+    fn readiness_options() {
+        let c = config(&["--ready-file", "/tmp/ready", "--health-listen", "127.0.0.1:8081", "app"], &[]);
+        assert_eq!(c.ready_file, Some(PathBuf::from("/tmp/ready")));
+        assert_eq!(c.health_listen, Some("127.0.0.1:8081".parse().unwrap()));
+        let c = config(&["app"], &[("LASTCALL_HEALTH_LISTEN", ":9000"), ("LASTCALL_READY_FILE", "r")]);
+        assert_eq!(c.health_listen, Some("0.0.0.0:9000".parse().unwrap()));
+        assert_eq!(c.ready_file, Some(PathBuf::from("r")));
+        assert_eq!(config(&["--health-listen", "[::1]:1", "app"], &[]).health_listen, Some("[::1]:1".parse().unwrap()));
+        for bad in ["localhost", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:99999", "1.2.3.4.5:80", ":x"] {
+            let msg = usage_error(&["--health-listen", bad, "app"], &[]);
+            assert!(msg.contains("--health-listen") && msg.contains(bad), "{msg}");
+        }
+        let msg = usage_error(&["--ready-file", "/tmp/dir/", "app"], &[]);
+        assert!(msg.contains("--ready-file"), "{msg}");
+    }
+
+    #[test]
+    fn probes() {
+        let p = probe(&["ready", "--health-listen", "127.0.0.1:8081"], &[]).unwrap();
+        assert_eq!((p.target, p.health_listen), (ProbeTarget::Ready, Some("127.0.0.1:8081".parse().unwrap())));
+        let p = probe(&["--ready-file", "/r", "ready"], &[]).unwrap();
+        assert_eq!(p.ready_file, Some(PathBuf::from("/r")));
+        let p = probe(&["live"], &[("LASTCALL_HEALTH_LISTEN", ":8081")]).unwrap();
+        assert_eq!(p.target, ProbeTarget::Live);
+        for (args, needle) in [
+            (&["sideways", "--ready-file", "/r"][..], "unknown probe target 'sideways'"),
+            (&[][..], "needs a target"),
+            (&["ready"][..], "needs --health-listen or --ready-file"),
+            (&["live", "--ready-file", "/r"][..], "probe live needs --health-listen"),
+            (&["ready", "--health-listen", "nope"][..], "'nope' for --health-listen"),
+            (&["ready", "--grace", "1s"][..], "unknown option '--grace'"),
+        ] {
+            match probe(args, &[]) {
+                Err(Error::Usage(msg)) => assert!(msg.contains(needle), "{args:?}: {msg}"),
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+        // `lastcall -- probe` runs a program named probe.
+        assert_eq!(config(&["--", "probe", "ready"], &[]).command, ["probe", "ready"].map(OsString::from));
+    }
+
+    #[test]
+    fn pause_mode_runs_no_command() {
+        assert!(config(&["-P"], &[]).pause);
+        let msg = usage_error(&["-P", "app"], &[]);
+        assert!(msg.contains("no command"), "{msg}");
+    }
 }
+

@@ -27,12 +27,12 @@ pub enum Error {
     /// The command could not be started.
     Exec { command: OsString, source: io::Error },
     /// lastcall's own set-up failed.
-    Setup { what: &'static str, source: io::Error },
+    Setup { what: String, source: io::Error },
 }
 
 impl Error {
-    pub fn setup(what: &'static str, errno: Errno) -> Error {
-        Error::Setup { what, source: io::Error::from(errno) }
+    pub fn setup(what: &str, errno: Errno) -> Error {
+        Error::Setup { what: what.into(), source: io::Error::from(errno) }
     }
 
     pub fn exit_code(&self) -> i32 {

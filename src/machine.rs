@@ -1,16 +1,16 @@
 //! The shutdown state machine: a pure `step(state, event, now, policy) -> (state, actions)`.
 //! It does no I/O; the supervisor feeds it events and carries out the actions.
 //!
-//! "term" is a termination signal (TERM, INT, QUIT); "stop(t)" is `--stop-signal` if set, else
-//! t; "pending" is the signal that started the pre-stop; "grace" is `now + --grace`, or no
+//! "term" is a termination signal (TERM, INT, QUIT); "rw(s)" is s after `--rewrite` (which may
+//! drop it: then nothing is sent); "stop(t)" is `--stop-signal` if set, else rw(t); "pending" is the signal that started the pre-stop; "grace" is `now + --grace`, or no
 //! deadline when `--grace 0`. "main exited" means the main child has been reaped; "others" means
 //! lastcall still has children after that. Forward goes to the child's process group; SignalAll
 //! goes to everything lastcall still has (as PID 1: the whole namespace).
 //!
 //! | phase      | event                           | next phase          | actions                      |
 //! |------------|---------------------------------|---------------------|------------------------------|
-//! | Running    | term t, pre-stop > 0            | PreStop(t)          | note                         |
-//! | Running    | term t, pre-stop = 0            | Draining(grace)     | note, Forward(stop(t))       |
+//! | Running    | term t, pre-stop > 0            | PreStop(t)          | note, Unready                |
+//! | Running    | term t, pre-stop = 0            | Draining(grace)     | note, Unready, Forward(stop(t)) |
 //! | PreStop    | term t (a second one)           | Draining(grace)     | note, Forward(stop(pending)) |
 //! | PreStop    | deadline                        | Draining(grace)     | note, Forward(stop(pending)) |
 //! | Draining   | term t, main alive              | Draining (same)     | note, Forward(stop(t))       |
@@ -18,16 +18,17 @@
 //! | Draining   | deadline                        | Killing(kill wait)  | SignalAll(KILL)              |
 //! | Killing    | term t                          | Killing (same)      | -                            |
 //! | Killing    | deadline                        | Exited              | Exit(main's code, else 137)  |
-//! | any live   | other signal s                  | same                | Forward(s)                   |
+//! | any live   | other signal s                  | same                | Forward(rw(s))               |
 //! | any live   | main exited, no others          | Exited              | Exit(main's code)            |
-//! | Running    | main exited, others             | Draining(grace)     | SignalAll(stop(TERM))        |
+//! | Running    | main exited, others             | Draining(grace)     | Unready, SignalAll(stop(TERM)) |
 //! | PreStop    | main exited, others             | Draining(grace)     | SignalAll(stop(pending))     |
 //! | Draining   | main exited, others             | Draining (same)     | - (the group was signalled)  |
 //! | Killing    | a reap, others                  | Killing (same)      | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
 //! | Exited     | anything                        | Exited              | -                            |
 //!
-//! An orphan reaped while the main child lives changes nothing outside Killing.
+//! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
+//! the ready file, answer 503, tell systemd STOPPING=1) comes first, before any signal.
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,8 @@ pub struct Policy {
     pub grace: Option<Duration>,
     pub stop_signal: Option<Sig>,
     pub termination: Vec<Sig>,
+    /// Received → forwarded; `Sig(0)` drops.
+    pub rewrite: Vec<(Sig, Sig)>,
     /// How long to wait for SIGKILLed processes to be reaped before giving up on them.
     pub kill_wait: Duration,
 }
@@ -50,8 +53,17 @@ impl Policy {
         self.termination.contains(&sig)
     }
 
-    fn stop(&self, received: Sig) -> Sig {
-        self.stop_signal.unwrap_or(received)
+    /// What is forwarded for `received`, if anything.
+    fn rewritten(&self, received: Sig) -> Option<Sig> {
+        match self.rewrite.iter().find(|(from, _)| *from == received) {
+            Some(&(_, Sig(0))) => None,
+            Some(&(_, to)) => Some(to),
+            None => Some(received),
+        }
+    }
+
+    fn stop(&self, received: Sig) -> Option<Sig> {
+        self.stop_signal.or_else(|| self.rewritten(received))
     }
 
     fn grace_deadline(&self, now: Instant) -> Option<Instant> {
@@ -115,6 +127,8 @@ pub enum Note {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     Timeline(Note),
+    /// Shutdown has begun: stop announcing readiness.
+    Unready,
     Forward(Sig),
     SignalAll(Sig),
     Exit(i32),
@@ -130,67 +144,67 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
     if state.phase == Exited {
         return (state, vec![]);
     }
-    match event {
+    let forward = |sig: Option<Sig>| sig.map(Forward);
+    let signal_all = |sig: Option<Sig>| sig.map(SignalAll);
+    let received = |sig| Timeline(Note::Received(sig));
+    let (phase, actions): (Phase, Vec<Option<Action>>) = match event {
         Event::Signal(sig) if policy.is_termination(sig) => match state.phase {
             Running if policy.pre_stop > Duration::ZERO => (
-                state.with(PreStop { until: now + policy.pre_stop, pending: sig }),
-                vec![Timeline(Note::Received(sig)), Timeline(Note::PreStopStarted(policy.pre_stop))],
+                PreStop { until: now + policy.pre_stop, pending: sig },
+                vec![Some(received(sig)), Some(Unready), Some(Timeline(Note::PreStopStarted(policy.pre_stop)))],
             ),
             Running => (
-                state.with(Draining { until: policy.grace_deadline(now) }),
-                vec![Timeline(Note::Received(sig)), Forward(policy.stop(sig))],
+                Draining { until: policy.grace_deadline(now) },
+                vec![Some(received(sig)), Some(Unready), forward(policy.stop(sig))],
             ),
             PreStop { pending, .. } => (
-                state.with(Draining { until: policy.grace_deadline(now) }),
-                vec![Timeline(Note::Received(sig)), Timeline(Note::PreStopCut), Forward(policy.stop(pending))],
+                Draining { until: policy.grace_deadline(now) },
+                vec![Some(received(sig)), Some(Timeline(Note::PreStopCut)), forward(policy.stop(pending))],
             ),
             Draining { .. } if state.main_code.is_none() => {
-                (state, vec![Timeline(Note::Received(sig)), Forward(policy.stop(sig))])
+                (state.phase, vec![Some(received(sig)), forward(policy.stop(sig))])
             }
-            Draining { .. } => (state, vec![Timeline(Note::Received(sig)), SignalAll(policy.stop(sig))]),
-            Killing { .. } | Exited => (state, vec![Timeline(Note::Received(sig))]),
+            Draining { .. } => (state.phase, vec![Some(received(sig)), signal_all(policy.stop(sig))]),
+            Killing { .. } | Exited => (state.phase, vec![Some(received(sig))]),
         },
-        Event::Signal(sig) => (state, vec![Forward(sig)]),
+        Event::Signal(sig) => (state.phase, vec![forward(policy.rewritten(sig))]),
 
         Event::Deadline => match state.phase {
             PreStop { pending, .. } => (
-                state.with(Draining { until: policy.grace_deadline(now) }),
-                vec![Timeline(Note::PreStopEnded), Forward(policy.stop(pending))],
+                Draining { until: policy.grace_deadline(now) },
+                vec![Some(Timeline(Note::PreStopEnded)), forward(policy.stop(pending))],
             ),
-            Draining { .. } => (
-                state.with(Killing { until: now + policy.kill_wait }),
-                vec![SignalAll(Sig::KILL)],
-            ),
-            Killing { .. } => {
-                (state.with(Exited), vec![Exit(state.main_code.unwrap_or(KILLED_CODE))])
-            }
-            Running | Exited => (state, vec![]),
+            Draining { .. } => (Killing { until: now + policy.kill_wait }, vec![Some(SignalAll(Sig::KILL))]),
+            Killing { .. } => (Exited, vec![Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))]),
+            Running | Exited => (state.phase, vec![]),
         },
 
         Event::Reaped { main, children_left } => {
             let main_just_exited = main.is_some() && state.main_code.is_none();
             let state = State { main_code: state.main_code.or(main), ..state };
-            match (state.main_code, children_left) {
-                (Some(code), false) => (state.with(Exited), vec![Exit(code)]),
+            let (phase, actions) = match (state.main_code, children_left) {
+                (Some(code), false) => (Exited, vec![Some(Exit(code))]),
                 (None, _) => match state.phase {
-                    Killing { .. } => (state, vec![SignalAll(Sig::KILL)]),
-                    _ => (state, vec![]),
+                    Killing { .. } => (state.phase, vec![Some(SignalAll(Sig::KILL))]),
+                    _ => (state.phase, vec![]),
                 },
                 (Some(_), true) => match state.phase {
                     Running if main_just_exited => (
-                        state.with(Draining { until: policy.grace_deadline(now) }),
-                        vec![SignalAll(policy.stop(Sig::TERM))],
+                        Draining { until: policy.grace_deadline(now) },
+                        vec![Some(Unready), signal_all(policy.stop(Sig::TERM))],
                     ),
                     PreStop { pending, .. } if main_just_exited => (
-                        state.with(Draining { until: policy.grace_deadline(now) }),
-                        vec![Timeline(Note::PreStopCut), SignalAll(policy.stop(pending))],
+                        Draining { until: policy.grace_deadline(now) },
+                        vec![Some(Timeline(Note::PreStopCut)), signal_all(policy.stop(pending))],
                     ),
-                    Killing { .. } => (state, vec![SignalAll(Sig::KILL)]),
-                    _ => (state, vec![]),
+                    Killing { .. } => (state.phase, vec![Some(SignalAll(Sig::KILL))]),
+                    _ => (state.phase, vec![]),
                 },
-            }
+            };
+            return (state.with(phase), actions.into_iter().flatten().collect());
         }
-    }
+    };
+    (state.with(phase), actions.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
@@ -207,6 +221,7 @@ mod tests {
             grace: (grace > 0).then(|| S * grace as u32),
             stop_signal: None,
             termination: vec![Sig::TERM, Sig::INT, Sig::QUIT],
+            rewrite: vec![],
             kill_wait: S * 3,
         }
     }
@@ -224,7 +239,7 @@ mod tests {
         let t0 = Instant::now();
         let (s, a) = step(State::START, Event::Signal(Sig::TERM), t0, &policy(0, 10));
         assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
-        assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Forward(Sig::TERM)]);
+        assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Unready, Forward(Sig::TERM)]);
         assert_eq!(s.deadline(), Some(t0 + S * 10));
     }
 
@@ -233,7 +248,8 @@ mod tests {
         let t0 = Instant::now();
         let (s, a) = step(State::START, Event::Signal(Sig::INT), t0, &policy(2, 10));
         assert_eq!(s, at(PreStop { until: t0 + S * 2, pending: Sig::INT }));
-        assert!(a.iter().all(|a| matches!(a, Timeline(_))), "{a:?}");
+        assert!(a.iter().all(|a| matches!(a, Timeline(_) | Unready)), "{a:?}");
+        assert!(a.contains(&Unready), "readiness goes before the pre-stop starts");
         assert_eq!(s.deadline(), Some(t0 + S * 2));
     }
 
@@ -353,7 +369,7 @@ mod tests {
         let ev = Event::Reaped { main: Some(0), children_left: true };
         let (s, a) = step(State::START, ev, t0, &policy(0, 5));
         assert_eq!(s, exited_main(Draining { until: Some(t0 + S * 5) }, 0));
-        assert_eq!(a, vec![SignalAll(Sig::TERM)]);
+        assert_eq!(a, vec![Unready, SignalAll(Sig::TERM)]);
         // Then the last of them goes: exit with the main child's code, not theirs.
         let (s, a) = step(s, Event::Reaped { main: None, children_left: false }, t0, &policy(0, 5));
         assert_eq!(s.phase, Exited);
@@ -413,6 +429,35 @@ mod tests {
         ] {
             assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, vec![]));
         }
+    }
+
+    #[test]
+    fn rewrites_apply_to_what_is_forwarded_not_to_when_shutdown_starts() {
+        let t0 = Instant::now();
+        let p = Policy {
+            rewrite: vec![(Sig::TERM, Sig::QUIT), (Sig(libc::SIGHUP), Sig(0)), (Sig(libc::SIGUSR1), Sig(libc::SIGUSR2))],
+            ..policy(0, 10)
+        };
+        let (s, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }), "TERM still starts the shutdown");
+        assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
+        let (_, a) = step(State::START, Event::Signal(Sig(libc::SIGHUP)), t0, &p);
+        assert_eq!(a, vec![], "rewritten to 0: dropped");
+        let (_, a) = step(State::START, Event::Signal(Sig(libc::SIGUSR1)), t0, &p);
+        assert_eq!(a, vec![Forward(Sig(libc::SIGUSR2))]);
+        // --stop-signal wins over a rewrite of the termination signal.
+        let p = Policy { stop_signal: Some(Sig::INT), ..p };
+        let (_, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        assert_eq!(a.last(), Some(&Forward(Sig::INT)));
+    }
+
+    #[test]
+    fn a_dropped_termination_signal_still_arms_the_deadline() {
+        let t0 = Instant::now();
+        let p = Policy { rewrite: vec![(Sig::TERM, Sig(0))], ..policy(0, 10) };
+        let (s, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        assert_eq!(s.deadline(), Some(t0 + S * 10));
+        assert!(!a.iter().any(|a| matches!(a, Forward(_))));
     }
 
     #[test]

@@ -4,8 +4,12 @@
 mod child;
 mod cli;
 mod error;
+mod health;
 mod logging;
 mod machine;
+mod notify;
+mod probe;
+mod ready;
 mod reap;
 mod signals;
 mod supervisor;
@@ -23,6 +27,7 @@ fn main() {
             print!("{text}");
             0
         }
+        Ok(Parsed::Probe(config)) => probe::probe(&config),
         Ok(Parsed::Run(config)) => {
             logging::init(config.log_level);
             let result = blocked

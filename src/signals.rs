@@ -21,6 +21,7 @@ impl Sig {
     pub const CHLD: Sig = Sig(libc::SIGCHLD);
     pub const TTIN: Sig = Sig(libc::SIGTTIN);
     pub const TTOU: Sig = Sig(libc::SIGTTOU);
+    pub const TSTP: Sig = Sig(libc::SIGTSTP);
 
     /// The name without the `SIG` prefix, e.g. `TERM` or `RTMIN+3`.
     pub fn name(self) -> Option<String> {
@@ -149,13 +150,16 @@ pub enum Class {
     /// TTIN/TTOU: the kernel's complaint about lastcall's own terminal access, meaningless to the
     /// child (tini's rule: never forwarded). TSTP, sent on purpose, is forwarded.
     Dropped,
+    /// In dumb-init's setsid mode, TSTP/TTIN/TTOU: stop the child, then lastcall itself.
+    JobControl,
     /// Everything else: forwarded, or the start of the shutdown if it is a termination signal.
     Forward,
 }
 
-pub fn classify(sig: Sig) -> Class {
+pub fn classify(sig: Sig, job_control: bool) -> Class {
     match sig {
         Sig::CHLD => Class::Child,
+        Sig::TTIN | Sig::TTOU | Sig::TSTP if job_control => Class::JobControl,
         Sig::TTIN | Sig::TTOU => Class::Dropped,
         _ => Class::Forward,
     }
@@ -219,12 +223,16 @@ mod tests {
 
     #[test]
     fn classification_table() {
-        assert_eq!(classify(Sig::CHLD), Class::Child);
-        assert_eq!(classify(Sig::TTIN), Class::Dropped);
-        assert_eq!(classify(Sig::TTOU), Class::Dropped);
-        for sig in [Sig::TERM, Sig::INT, Sig::QUIT, Sig(libc::SIGHUP), Sig(libc::SIGTSTP), Sig(libc::SIGWINCH), Sig(40)] {
-            assert_eq!(classify(sig), Class::Forward, "{sig}");
+        assert_eq!(classify(Sig::CHLD, false), Class::Child);
+        assert_eq!(classify(Sig::TTIN, false), Class::Dropped);
+        assert_eq!(classify(Sig::TTOU, false), Class::Dropped);
+        for sig in [Sig::TERM, Sig::INT, Sig::QUIT, Sig(libc::SIGHUP), Sig::TSTP, Sig(libc::SIGWINCH), Sig(40)] {
+            assert_eq!(classify(sig, false), Class::Forward, "{sig}");
         }
+        for sig in [Sig::TSTP, Sig::TTIN, Sig::TTOU] {
+            assert_eq!(classify(sig, true), Class::JobControl, "{sig}");
+        }
+        assert_eq!(classify(Sig::CHLD, true), Class::Child);
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! The event loop: wait on the signalfd with a timeout that ends at the state machine's next
-//! deadline, turn what happened into events, and carry out the actions `machine::step` returns.
-//! No threads and no periodic timer: with no deadline pending, poll sleeps until a signal.
+//! The event loop: wait on the signalfd (and the health and notify sockets) with a timeout that
+//! ends at the next deadline, turn what happened into events, and carry out the actions
+//! `machine::step` returns. No threads and no periodic timer: with no deadline pending, poll
+//! sleeps until something arrives.
 
-use std::os::fd::AsFd;
+use std::ffi::OsString;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
@@ -13,9 +15,13 @@ use nix::unistd::{getpid, Pid};
 
 use crate::cli::Config;
 use crate::error::{self, Error};
+use crate::health::{self, Health};
 use crate::machine::{self, Action, Event, Note, Phase, Policy, State};
+use crate::notify::NotifyRelay;
+use crate::ready::ReadyFile;
 use crate::signals::{self, Class, Sig};
-use crate::{child, reap, sys};
+use crate::sys::{self, Detach};
+use crate::{child, reap};
 
 /// How long SIGKILLed processes get to be reaped before lastcall stops waiting for them
 /// (a process stuck in uninterruptible sleep never dies).
@@ -28,16 +34,57 @@ pub fn run(config: Config) -> Result<i32, Error> {
     let signalfd = signals::open_signalfd().map_err(|e| Error::setup("cannot create a signalfd", e))?;
     let me = getpid();
     let pid1 = me.as_raw() == 1;
-    if !pid1 {
-        // Orphaned grandchildren (a service's double-forked daemon) come back to us to be reaped.
-        nix::sys::prctl::set_child_subreaper(true)
-            .map_err(|e| Error::setup("cannot become a child subreaper", e))?;
+    if let Some(sig) = config.parent_death_signal {
+        sys::set_parent_death_signal(sig).map_err(|source| Error::Setup { what: "cannot set the parent-death signal".into(), source })?;
     }
-    let child = child::spawn(&config.command)?;
+    if !pid1 && config.subreaper {
+        // Orphaned grandchildren (a service's double-forked daemon) come back to us to be reaped.
+        nix::sys::prctl::set_child_subreaper(true).map_err(|e| Error::setup("cannot become a child subreaper", e))?;
+    }
+    if config.pause {
+        return Ok(pause(&signalfd));
+    }
+
+    // Everything that can fail on bad input fails now, before the app starts.
+    let mut ready_file = match &config.ready_file {
+        Some(path) => Some(ReadyFile::prepare(path).map_err(|source| Error::Setup {
+            what: format!("cannot create the ready file {}", path.display()),
+            source,
+        })?),
+        None => None,
+    };
+    let health = match config.health_listen {
+        Some(addr) => Some(Health::bind(addr).map_err(|source| Error::Setup {
+            what: format!("cannot listen on {addr} for health checks"),
+            source,
+        })?),
+        None => None,
+    };
+    let notify = match std::env::var("NOTIFY_SOCKET") {
+        Ok(socket) if !socket.is_empty() => NotifyRelay::new(&socket)
+            .map_err(|source| Error::Setup { what: "cannot relay NOTIFY_SOCKET".into(), source })?,
+        _ => None,
+    };
+
+    let millis = |d: Duration| OsString::from(d.as_millis().to_string());
+    let mut env = vec![
+        ("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)),
+        ("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())),
+    ];
+    if let Some(relay) = &notify {
+        env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
+    }
+    let detach = if config.setsid { Detach::Session } else { Detach::Group };
+    let child = child::spawn(&child::Launch { argv: &config.command, detach, env })?;
     debug!("started {:?} as pid {child}", config.command);
     // Never keep a mount busy; the child has its own working directory.
     if let Err(e) = nix::unistd::chdir("/") {
         warn!("cannot change directory to /: {e}");
+    }
+    if let Some(file) = &mut ready_file {
+        if let Err(e) = file.create() {
+            warn!("cannot create the ready file {}: {e}", file.path().display());
+        }
     }
 
     let policy = Policy {
@@ -45,11 +92,43 @@ pub fn run(config: Config) -> Result<i32, Error> {
         grace: config.grace,
         stop_signal: config.stop_signal,
         termination: vec![Sig::TERM, Sig::INT, Sig::QUIT],
+        rewrite: config.rewrite.clone(),
         kill_wait: KILL_WAIT,
     };
-    let mut supervisor =
-        Supervisor { policy, signalfd, me, pid1, child, state: State::START, shutdown_at: None };
-    Ok(supervisor.event_loop())
+    let mut supervisor = Supervisor {
+        policy,
+        signalfd,
+        me,
+        pid1,
+        child,
+        single_child: config.single_child,
+        job_control: config.setsid,
+        warn_reaping: config.warn_reaping,
+        state: State::START,
+        shutdown_at: None,
+        ready_file,
+        health,
+        notify,
+    };
+    let code = supervisor.event_loop();
+    Ok(if config.remap_exit.contains(&code) { 0 } else { code })
+}
+
+/// catatonit's pause mode: no command; reap whatever arrives, exit on a termination signal.
+fn pause(signalfd: &SignalFd) -> i32 {
+    loop {
+        let mut fds = [PollFd::new(signalfd.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::NONE);
+        while let Ok(Some(info)) = signalfd.read_signal() {
+            match Sig(info.ssi_signo as i32) {
+                Sig::CHLD => {
+                    reap::reap_all(Pid::from_raw(0));
+                }
+                Sig::TERM | Sig::INT | Sig::QUIT => return 0,
+                _ => {}
+            }
+        }
+    }
 }
 
 struct Supervisor {
@@ -59,9 +138,16 @@ struct Supervisor {
     pid1: bool,
     /// The main child's pid, which is also its process group id.
     child: Pid,
+    single_child: bool,
+    /// dumb-init's job control: TSTP/TTIN/TTOU stop the child, then lastcall.
+    job_control: bool,
+    warn_reaping: bool,
     state: State,
     /// When the first termination signal arrived: the timeline's zero.
     shutdown_at: Option<Instant>,
+    ready_file: Option<ReadyFile>,
+    health: Option<Health>,
+    notify: Option<NotifyRelay>,
 }
 
 impl Supervisor {
@@ -74,17 +160,45 @@ impl Supervisor {
                 }
                 continue;
             }
-            let timeout = match self.state.deadline() {
-                Some(deadline) => timeout_until(deadline, now),
-                None => PollTimeout::NONE,
+            let deadline = [self.state.deadline(), self.health.as_ref().and_then(Health::next_deadline)]
+                .into_iter()
+                .flatten()
+                .min();
+            let timeout = deadline.map_or(PollTimeout::NONE, |d| timeout_until(d, now));
+
+            let (signals_ready, notify_ready, health_ready) = {
+                let mut fds: Vec<BorrowedFd> = vec![self.signalfd.as_fd()];
+                if let Some(n) = &self.notify {
+                    fds.push(n.fd());
+                }
+                if let Some(h) = &self.health {
+                    fds.extend(h.fds());
+                }
+                let mut pollfds: Vec<PollFd> = fds.into_iter().map(|fd| PollFd::new(fd, PollFlags::POLLIN)).collect();
+                match poll(&mut pollfds, timeout) {
+                    Ok(_) | Err(Errno::EINTR) => {}
+                    Err(e) => warn!("poll failed: {e}"),
+                }
+                let ready: Vec<bool> = pollfds.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect();
+                let notify_ready = self.notify.is_some() && ready[1];
+                let health_start = 1 + usize::from(self.notify.is_some());
+                (ready[0], notify_ready, ready[health_start..].to_vec())
             };
-            let mut fds = [PollFd::new(self.signalfd.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, timeout) {
-                Ok(_) | Err(Errno::EINTR) => {}
-                Err(e) => warn!("poll failed: {e}"),
+
+            // Signals first: they are what the deadlines and the health status depend on.
+            if signals_ready {
+                if let Some(code) = self.drain_signals() {
+                    return code;
+                }
             }
-            if let Some(code) = self.drain_signals() {
-                return code;
+            if notify_ready {
+                if let Some(n) = &self.notify {
+                    n.relay();
+                }
+            }
+            let status = health::Status { ready: self.state.phase == Phase::Running };
+            if let Some(h) = &mut self.health {
+                h.service(&health_ready, status, Instant::now());
             }
         }
     }
@@ -110,13 +224,17 @@ impl Supervisor {
                 continue;
             }
             let now = Instant::now();
-            let event = match signals::classify(sig) {
+            let event = match signals::classify(sig, self.job_control) {
                 Class::Child => match self.reap(now) {
                     Some(event) => event,
                     None => continue,
                 },
                 Class::Dropped => {
                     debug!("not forwarding {sig}");
+                    continue;
+                }
+                Class::JobControl => {
+                    self.stop_for_job_control(sig);
                     continue;
                 }
                 Class::Forward => {
@@ -130,10 +248,30 @@ impl Supervisor {
         }
     }
 
+    /// dumb-init's rule: forward the stop (as SIGSTOP unless rewritten), then stop ourselves,
+    /// so that Ctrl-Z in a shell suspends the whole job. SIGCONT is forwarded as usual.
+    fn stop_for_job_control(&self, sig: Sig) {
+        let target = match self.policy.rewrite.iter().find(|(from, _)| *from == sig) {
+            Some(&(_, to)) => to,
+            None => Sig(libc::SIGSTOP),
+        };
+        if target.0 != 0 {
+            if let Err(e) = self.send_to_child(target) {
+                debug!("cannot send {target} to the child: {e}");
+            }
+        }
+        debug!("{sig}: stopped the child with {target}, stopping lastcall");
+        let _ = sys::kill(self.me.as_raw(), Sig(libc::SIGSTOP));
+    }
+
     fn reap(&mut self, now: Instant) -> Option<Event> {
         let reaped = reap::reap_all(self.child);
         for (pid, status) in &reaped.others {
-            debug!("reaped pid {pid}: {status:?}");
+            if self.warn_reaping {
+                warn!("reaped zombie process {pid}: {status:?}");
+            } else {
+                debug!("reaped pid {pid}: {status:?}");
+            }
         }
         let main = reaped.main.and_then(error::status_code);
         if let Some(code) = main {
@@ -153,12 +291,36 @@ impl Supervisor {
         for action in actions {
             match action {
                 Action::Timeline(note) => self.note(note, now),
+                Action::Unready => self.unready(),
                 Action::Forward(sig) => self.forward(sig, now),
                 Action::SignalAll(sig) => self.signal_all(sig, now),
                 Action::Exit(code) => exit = Some(code),
             }
         }
+        if exit.is_some() {
+            if let Some(file) = &mut self.ready_file {
+                file.remove();
+            }
+        }
         exit
+    }
+
+    /// Shutdown has begun: the ready file goes, /ready answers 503 (the health status is read
+    /// off the phase), and systemd hears that the service is stopping, with time to do it.
+    fn unready(&mut self) {
+        if let Some(file) = &mut self.ready_file {
+            file.remove();
+        }
+        if let Some(notify) = &self.notify {
+            let mut message = String::from("STOPPING=1\n");
+            if let Some(grace) = self.policy.grace {
+                // EXTEND_TIMEOUT_USEC only ever lengthens systemd's stop timeout, so asking for
+                // the whole sequence plus a margin is harmless when that timeout is longer.
+                let total = self.policy.pre_stop + grace + KILL_WAIT + Duration::from_secs(1);
+                message.push_str(&format!("EXTEND_TIMEOUT_USEC={}\n", total.as_micros()));
+            }
+            notify.send(message.as_bytes());
+        }
     }
 
     fn note(&mut self, note: Note, now: Instant) {
@@ -172,20 +334,28 @@ impl Supervisor {
         }
     }
 
+    /// To the child's process group, or the child alone with --single-child.
+    fn send_to_child(&self, sig: Sig) -> std::io::Result<()> {
+        let target = if self.single_child { self.child.as_raw() } else { -self.child.as_raw() };
+        sys::kill(target, sig)
+    }
+
     fn forward(&self, sig: Sig, now: Instant) {
-        let group = -self.child.as_raw();
-        match sys::kill(group, sig) {
+        let whom = if self.single_child { "child" } else { "process group" };
+        match self.send_to_child(sig) {
             Ok(()) if self.shutdown_at.is_some() && self.is_stop(sig) => {
-                info!("{}forwarded {sig} to process group {}", self.elapsed(now), self.child)
+                info!("{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child)
             }
-            Ok(()) => debug!("forwarded {sig} to process group {}", self.child),
-            Err(e) => debug!("cannot forward {sig} to process group {}: {e}", self.child),
+            Ok(()) => debug!("forwarded {sig} to {whom} {}", self.child),
+            Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
         }
     }
 
     fn is_stop(&self, sig: Sig) -> bool {
         !matches!(self.state.phase, Phase::Running | Phase::PreStop { .. })
-            && (self.policy.stop_signal == Some(sig) || self.policy.termination.contains(&sig))
+            && (self.policy.stop_signal == Some(sig)
+                || self.policy.termination.contains(&sig)
+                || self.policy.rewrite.iter().any(|&(from, to)| to == sig && self.policy.termination.contains(&from)))
     }
 
     /// Everything lastcall still has: as PID 1 the whole namespace; otherwise the child's group

@@ -3,8 +3,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::ffi::CString;
 
 use crate::signals::Sig;
 
@@ -53,29 +52,156 @@ struct KernelSigaction {
     mask: u64,
 }
 
-/// Makes the child's new process group the terminal's foreground group, in the child, between
-/// fork and exec, so that it owns the terminal before its first read. A background group that
-/// calls tcsetpgrp gets SIGTTOU, so it is blocked around the call; then the mask is emptied. Only async-signal-safe calls
-/// (sigprocmask, tcsetpgrp, getpid) run here.
-pub fn take_terminal_in_child(command: &mut Command) {
-    let hook = || {
-        // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it before use.
-        let mut ttou: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: sigprocmask, tcsetpgrp and getpid are async-signal-safe and given valid
-        // pointers to our own stack. Failures are ignored on purpose: without a terminal, or
-        // with one that is not ours, the child simply runs in the background.
-        unsafe {
-            libc::sigemptyset(&mut ttou);
-            libc::sigaddset(&mut ttou, libc::SIGTTOU);
-            libc::sigprocmask(libc::SIG_BLOCK, &ttou, std::ptr::null_mut());
-            libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
-            // The child starts with nothing blocked, whatever lastcall had blocked.
-            libc::sigemptyset(&mut ttou);
-            libc::sigprocmask(libc::SIG_SETMASK, &ttou, std::ptr::null_mut());
+/// How the child is detached from lastcall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detach {
+    /// Its own process group (setpgid), in lastcall's session.
+    Group,
+    /// Its own session (setsid), dumb-init's default, taking the terminal as its controlling one.
+    Session,
+}
+
+/// Everything the child needs, prepared before the fork so that the child allocates nothing.
+pub struct ExecPlan {
+    argv: Vec<CString>,
+    envp: Vec<Vec<u8>>,
+    /// Index into `envp` of a `LISTEN_PID=` entry whose digits the child fills in with its pid.
+    listen_pid_slot: Option<usize>,
+    detach: Detach,
+    take_terminal: bool,
+}
+
+const LISTEN_PID_PREFIX: &[u8] = b"LISTEN_PID=";
+
+impl ExecPlan {
+    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool) -> ExecPlan {
+        let mut envp: Vec<Vec<u8>> = env.into_iter().map(CString::into_bytes_with_nul).collect();
+        let listen_pid_slot = envp.iter().position(|e| e.starts_with(LISTEN_PID_PREFIX));
+        if let Some(i) = listen_pid_slot {
+            // Room for any pid and the NUL, written by the child.
+            envp[i] = [LISTEN_PID_PREFIX, &[0u8; 12]].concat();
         }
+        ExecPlan { argv, envp, listen_pid_slot, detach, take_terminal }
+    }
+}
+
+/// fork, set the child up, exec; exec failures come back over a close-on-exec pipe, as the
+/// errno the child could not get past. Between fork and exec the child makes only
+/// async-signal-safe calls on memory prepared here (musl's execvpe searches PATH on the stack).
+pub fn fork_exec(plan: &mut ExecPlan) -> io::Result<libc::pid_t> {
+    let argv: Vec<*const libc::c_char> =
+        plan.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+    let mut pipe = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two fds into the array we own.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let slot_ptr: Option<*mut u8> = plan.listen_pid_slot.map(|i| plan.envp[i].as_mut_ptr());
+    let envp: Vec<*const libc::c_char> =
+        plan.envp.iter().map(|e| e.as_ptr().cast()).chain(std::iter::once(std::ptr::null())).collect();
+    let (detach, take_terminal) = (plan.detach, plan.take_terminal);
+
+    // SAFETY: lastcall is single-threaded, so the child is a full copy with no lock held by
+    // another thread; it runs only the async-signal-safe code below and then execs or exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let err = io::Error::last_os_error();
+        // SAFETY: closing the fds we just created.
+        unsafe {
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+        return Err(err);
+    }
+    if pid == 0 {
+        // SAFETY: in the child: plain syscalls on our own stack and on buffers prepared before
+        // the fork (this process has its own copy of them).
+        unsafe {
+            let me = libc::getpid();
+            match detach {
+                Detach::Group => {
+                    libc::setpgid(0, 0);
+                }
+                Detach::Session => {
+                    libc::setsid();
+                }
+            }
+            if take_terminal {
+                let mut ttou: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut ttou);
+                libc::sigaddset(&mut ttou, libc::SIGTTOU);
+                libc::sigprocmask(libc::SIG_BLOCK, &ttou, std::ptr::null_mut());
+                match detach {
+                    // A background group taking the foreground gets SIGTTOU, blocked here.
+                    Detach::Group => libc::tcsetpgrp(libc::STDIN_FILENO, me),
+                    // A new session has no terminal: make stdin's its controlling one.
+                    Detach::Session => libc::ioctl(libc::STDIN_FILENO, libc::TIOCSCTTY, 0),
+                };
+            }
+            if let Some(slot) = slot_ptr {
+                write_decimal(slot.add(LISTEN_PID_PREFIX.len()), me as u32);
+            }
+            // The child starts with nothing blocked, whatever lastcall had blocked.
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::execvpe(argv[0], argv.as_ptr(), envp.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(pipe[1], (&errno as *const libc::c_int).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    // SAFETY: the parent closes its copy of the write end, then reads at most 4 bytes into
+    // an int it owns; EOF means the exec succeeded (the write end closed on exec).
+    unsafe {
+        libc::close(pipe[1]);
+        let mut errno: libc::c_int = 0;
+        let n = loop {
+            let n = libc::read(pipe[0], (&mut errno as *mut libc::c_int).cast(), 4);
+            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                break n;
+            }
+        };
+        libc::close(pipe[0]);
+        if n == 4 {
+            // The child exited 127 right after telling us why; collect it now.
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+    }
+    Ok(pid)
+}
+
+/// Writes `n` in decimal at `dst`, NUL-terminated; the buffer holds 12 bytes.
+///
+/// # Safety
+/// `dst` must point to at least 12 writable bytes.
+unsafe fn write_decimal(dst: *mut u8, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        // SAFETY: at most 10 digits and a NUL fit the 12 bytes the caller vouches for.
+        unsafe { *dst.add(i) = digits[len - 1 - i] };
+    }
+    // SAFETY: as above.
+    unsafe { *dst.add(len) = 0 };
+}
+
+/// Asks the kernel to send lastcall `sig` when its parent dies (tini's -p). Real-time signals
+/// are allowed, which nix's wrapper cannot express.
+pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number by value.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig.0 as libc::c_ulong, 0, 0, 0) } == 0 {
         Ok(())
-    };
-    // SAFETY: the hook allocates nothing, takes no lock and calls only async-signal-safe
-    // functions, which is all the forked child of a process may do before exec.
-    unsafe { command.pre_exec(hook) };
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

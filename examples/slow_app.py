@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""A tiny HTTP app that takes a while per request: the app of the 502 experiment.
+
+  PORT=8080 DELAY=1 DRAIN=1 python3 slow_app.py
+
+Every request sleeps DELAY seconds and logs START/FINISH with the in-flight count. With DRAIN=1
+it handles SIGTERM the graceful way: stop accepting, finish what is in flight, exit 0. Without
+it, SIGTERM kills it mid-request (the default action), which is what most apps do.
+"""
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DELAY = float(os.environ.get("DELAY", "1"))
+lock = threading.Lock()
+active = 0
+
+
+def log(msg):
+    sys.stderr.write(f"{time.monotonic():.3f} {msg}\n")
+    sys.stderr.flush()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self):
+        global active
+        req = self.headers.get("X-Req", self.path)
+        with lock:
+            active += 1
+            log(f"START  req={req} active={active}")
+        started = time.monotonic()
+        time.sleep(DELAY)
+        body = f"ok req={req} pid={os.getpid()}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        with lock:
+            active -= 1
+            log(f"FINISH req={req} elapsed={time.monotonic() - started:.2f}s active={active}")
+
+    def log_message(self, *args):
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+
+def main():
+    server = Server(("127.0.0.1", int(os.environ.get("PORT", "8080"))), Handler)
+    if os.environ.get("DRAIN") == "1":
+        def on_term(signum, _frame):
+            log(f"signal {signum} received: stop accepting, drain in-flight")
+            threading.Thread(target=server.shutdown, daemon=True).start()
+        signal.signal(signal.SIGTERM, on_term)
+    log(f"listening on {server.server_address[1]} drain={os.environ.get('DRAIN') == '1'}")
+    server.serve_forever()
+    # serve_forever has returned: close the listener so new connections are refused, not queued.
+    server.socket.close()
+    log("accept loop stopped; waiting for in-flight requests")
+    while True:
+        with lock:
+            if active == 0:
+                break
+        time.sleep(0.02)
+    log("all in-flight done; exiting cleanly")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

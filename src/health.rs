@@ -1,0 +1,177 @@
+//! The health endpoint, served inside lastcall's one event loop: non-blocking sockets, no
+//! threads. `GET /ready` is 200 until shutdown starts, then 503; `GET /live` is 200 for as long
+//! as lastcall runs; anything else is 404.
+//!
+//! A client can never hold up signal handling: every socket is non-blocking, a request is at
+//! most `MAX_REQUEST` bytes and `TIMEOUT` long, and at most `MAX_CONNECTIONS` are open (a new
+//! connection evicts the oldest, so a flood of idle clients cannot lock a probe out).
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use log::debug;
+
+pub const MAX_CONNECTIONS: usize = 64;
+pub const MAX_REQUEST: usize = 4096;
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+pub struct Health {
+    listener: TcpListener,
+    conns: Vec<Conn>,
+}
+
+struct Conn {
+    stream: TcpStream,
+    request: Vec<u8>,
+    deadline: Instant,
+}
+
+/// What the endpoint reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub ready: bool,
+}
+
+impl Health {
+    pub fn bind(addr: SocketAddr) -> io::Result<Health> {
+        // std's sockets are close-on-exec, so the child never inherits them.
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        Ok(Health { listener, conns: Vec::new() })
+    }
+
+    /// The sockets to poll for input: the listener first, then each connection.
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        std::iter::once(self.listener.as_fd()).chain(self.conns.iter().map(|c| c.stream.as_fd()))
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.conns.iter().map(|c| c.deadline).min()
+    }
+
+    /// Serves what is readable (`readable[i]` for the i-th fd of `fds()`), drops timed-out
+    /// connections, and accepts new ones.
+    pub fn service(&mut self, readable: &[bool], status: Status, now: Instant) {
+        let listener_ready = readable.first().copied().unwrap_or(false);
+        // Backwards, so that swap_remove only moves connections already dealt with.
+        for i in (0..self.conns.len()).rev() {
+            let was_readable = readable.get(i + 1).copied().unwrap_or(false);
+            if (was_readable && self.conns[i].read_and_answer(status)) || now >= self.conns[i].deadline {
+                self.conns.swap_remove(i);
+            }
+        }
+        if listener_ready {
+            self.accept(now);
+        }
+    }
+
+    fn accept(&mut self, now: Instant) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    if self.conns.len() >= MAX_CONNECTIONS {
+                        let oldest = (0..self.conns.len()).min_by_key(|&i| self.conns[i].deadline).unwrap_or(0);
+                        debug!("health: {MAX_CONNECTIONS} connections open, dropping the oldest");
+                        self.conns.swap_remove(oldest);
+                    }
+                    self.conns.push(Conn { stream, request: Vec::new(), deadline: now + TIMEOUT });
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // WouldBlock: all accepted. Others (EMFILE...) must not spin the loop either.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// Reads what has arrived; answers once the request head is complete. True when done.
+    fn read_and_answer(&mut self, status: Status) -> bool {
+        let mut buf = [0u8; 1024];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(n) => {
+                    self.request.extend_from_slice(&buf[..n]);
+                    if head_complete(&self.request) {
+                        let (code, reason, body) = answer(&self.request, status);
+                        self.respond(code, reason, body);
+                        return true;
+                    }
+                    if self.request.len() >= MAX_REQUEST {
+                        self.respond(431, "Request Header Fields Too Large", "request too large\n");
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(_) => return true,
+            }
+        }
+    }
+
+    fn respond(&mut self, code: u16, reason: &str, body: &str) {
+        let response = format!(
+            "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        // A fresh socket's send buffer takes a response this small whole; a client that will not
+        // read is not waited for.
+        let _ = self.stream.write(response.as_bytes());
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+}
+
+fn head_complete(request: &[u8]) -> bool {
+    request.windows(4).any(|w| w == b"\r\n\r\n") || request.windows(2).any(|w| w == b"\n\n")
+}
+
+/// The response for a complete request head.
+fn answer(request: &[u8], status: Status) -> (u16, &'static str, &'static str) {
+    let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    if method != b"GET" && method != b"HEAD" {
+        return (405, "Method Not Allowed", "only GET\n");
+    }
+    match path {
+        b"/ready" if status.ready => (200, "OK", "ready\n"),
+        b"/ready" => (503, "Service Unavailable", "shutting down\n"),
+        b"/live" => (200, "OK", "live\n"),
+        _ => (404, "Not Found", "try /ready or /live\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const READY: Status = Status { ready: true };
+    const DRAINING: Status = Status { ready: false };
+
+    #[test]
+    fn answers() {
+        assert_eq!(answer(b"GET /ready HTTP/1.1\r\n", READY).0, 200);
+        assert_eq!(answer(b"GET /ready HTTP/1.1\r\n", DRAINING).0, 503);
+        assert_eq!(answer(b"GET /live HTTP/1.1\r\n", DRAINING).0, 200);
+        assert_eq!(answer(b"HEAD /live HTTP/1.0\r\n", READY).0, 200);
+        assert_eq!(answer(b"GET /ready?verbose=1 HTTP/1.1\r\n", READY).0, 200);
+        assert_eq!(answer(b"GET / HTTP/1.1\r\n", READY).0, 404);
+        assert_eq!(answer(b"GET /readyz HTTP/1.1\r\n", READY).0, 404);
+        assert_eq!(answer(b"POST /ready HTTP/1.1\r\n", READY).0, 405);
+        assert_eq!(answer(b"\xff\xfe garbage", READY).0, 405);
+    }
+
+    #[test]
+    fn request_heads() {
+        assert!(head_complete(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert!(head_complete(b"GET / HTTP/1.0\n\n"));
+        assert!(!head_complete(b"GET / HTTP/1.1\r\nHost: x\r\n"));
+    }
+}
