@@ -72,11 +72,13 @@ impl NotifyRelay {
     }
 }
 
-/// The message without MAINPID= lines: the main process is lastcall, and must stay so.
+/// The message without MAINPID= (the main process is lastcall, and must stay so) and without
+/// BARRIER=1: the barrier's fd does not survive the relay, and the client's wait already ended
+/// when lastcall received the message and the kernel closed that fd.
 fn filter(message: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(message.len());
     for line in message.split(|&b| b == b'\n') {
-        if line.is_empty() || line.starts_with(b"MAINPID=") {
+        if line.is_empty() || line.starts_with(b"MAINPID=") || line == b"BARRIER=1" {
             continue;
         }
         out.extend_from_slice(line);
@@ -94,5 +96,6 @@ mod tests {
         assert_eq!(filter(b"READY=1\nMAINPID=42\nSTATUS=up"), b"READY=1\nSTATUS=up\n");
         assert_eq!(filter(b"MAINPID=42\n"), b"");
         assert_eq!(filter(b"WATCHDOG=1"), b"WATCHDOG=1\n");
+        assert_eq!(filter(b"BARRIER=1\n"), b"");
     }
 }

@@ -1,0 +1,440 @@
+//! The zero-downtime handshake: readiness that flips at the first signal, signal rewriting, the
+//! systemd notify relay, socket activation, probes, and the tini/dumb-init drop-in flags.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const SEC: Duration = Duration::from_secs(1);
+
+fn py(mode: &str, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v = vec!["python3".to_string(), fixture(), mode.to_string(), out.display().to_string()];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn start(mode: Mode, dir: &Path, opts: &[&str], cmd: Vec<String>) -> Run {
+    let mut spec = Spec::new(mode, dir, opts);
+    spec.args.push("--".into());
+    spec.args.extend(cmd);
+    spec.start()
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// GET `path` and return the status code, or None if nothing answered.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, SEC).ok()?;
+    s.set_read_timeout(Some(2 * SEC)).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn wait_listening(port: u16) {
+    wait_until(10 * SEC, "the health endpoint", || http_status(port, "/live"));
+}
+
+fn probe(args: &[&str]) -> i32 {
+    let (code, _, _) = run_to_end(Mode::Plain, &[&["probe"], args].concat(), &[]);
+    code
+}
+
+fn signal_times(out: &Path, role: &str, sig: i32) -> Vec<u64> {
+    lines(out)
+        .iter()
+        .filter(|l| l.starts_with(&format!("{role} signal {sig} ")))
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_ready_file_appears_once_the_app_runs_and_goes_at_the_first_signal() {
+    let dir = scratch("readyfile");
+    let out = dir.join("report");
+    let ready = dir.join("ready");
+    let ready_arg = ready.display().to_string();
+    let mut run = start(Mode::Pid1, &dir, &["--ready-file", &ready_arg, "--pre-stop", "1s"], py("record", &out, &[]));
+    wait_line(&out, "child ready", 10 * SEC);
+    wait_until(5 * SEC, "the ready file", || ready.exists().then_some(()));
+    assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".tmp")));
+    run.signal(libc::SIGTERM);
+    // Gone while the app is still running untouched in its pre-stop.
+    wait_until(SEC / 2, "the ready file to go", || (!ready.exists()).then_some(()));
+    assert_eq!(count_lines(&out, "child signal"), 0, "the app was not signalled yet");
+    assert_eq!(run.wait(10 * SEC), 0);
+
+    // On exit too, when the app ends by itself.
+    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg], vec!["sleep".into(), "0.5".into()]);
+    wait_until(5 * SEC, "the ready file", || ready.exists().then_some(()));
+    assert_eq!(run.wait(10 * SEC), 0);
+    assert!(!ready.exists());
+}
+
+#[test]
+fn ready_flips_to_503_at_the_first_signal_while_live_stays_200_through_the_drain() {
+    let dir = scratch("health");
+    let out = dir.join("report");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut run = start(Mode::Pid1, &dir, &["--health-listen", &listen, "--pre-stop", "1s"], py("slow-term", &out, &["1.5"]));
+    wait_line(&out, "child ready", 10 * SEC);
+    wait_listening(port);
+    assert_eq!(http_status(port, "/ready"), Some(200));
+    assert_eq!(http_status(port, "/nope"), Some(404));
+    assert_eq!(probe(&["ready", "--health-listen", &listen]), 0);
+
+    let started = Instant::now();
+    run.signal(libc::SIGTERM);
+    assert_eq!(http_status(port, "/ready"), Some(503), "unready at once");
+    let mut checks = 0;
+    while !run.try_exited() {
+        let (ready, live) = (http_status(port, "/ready"), http_status(port, "/live"));
+        // No answer is only acceptable once the app has finished and lastcall is leaving.
+        if count_lines(&out, "child finished") > 0 {
+            break;
+        }
+        assert_eq!(ready, Some(503), "after {:?}", started.elapsed());
+        assert_eq!(live, Some(200), "live failed during the drain after {:?}", started.elapsed());
+        checks += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(run.wait(SEC), 0);
+    assert!(started.elapsed() >= Duration::from_millis(2400), "pre-stop 1s + drain 1.5s took {:?}", started.elapsed());
+    assert!(checks > 10, "only {checks} checks during the drain");
+    wait_line(&out, "child finished", SEC);
+    assert_eq!(http_status(port, "/live"), None, "nothing listens once lastcall is gone");
+    assert_eq!(probe(&["live", "--health-listen", &listen]), 1);
+}
+
+#[test]
+fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
+    let dir = scratch("slowloris");
+    let out = dir.join("report");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut run = start(Mode::Pid1, &dir, &["--health-listen", &listen, "--grace", "1s"], py("record", &out, &["keep"]));
+    wait_line(&out, "child ready", 10 * SEC);
+    wait_listening(port);
+
+    // Forwarding latency: signal sent to lastcall → handler entered in the child.
+    let measure = |n: usize| -> Vec<Duration> {
+        let mut latencies = Vec::new();
+        for _ in 0..n {
+            let before = signal_times(&out, "child", libc::SIGUSR1).len();
+            let sent = monotonic_ns();
+            run.signal(libc::SIGUSR1);
+            let t = wait_until(5 * SEC, "USR1 in the child", || {
+                signal_times(&out, "child", libc::SIGUSR1).get(before).copied()
+            });
+            latencies.push(Duration::from_nanos(t - sent));
+        }
+        latencies.sort();
+        latencies
+    };
+    let baseline = measure(15);
+
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let idle: Vec<TcpStream> = (0..100).filter_map(|_| TcpStream::connect_timeout(&addr, SEC).ok()).collect();
+    assert!(idle.len() >= 90, "only {} connections", idle.len());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slowloris = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // One byte of a never-ending request head every 20 ms, reconnecting when cut off.
+            let deadline = Instant::now() + 20 * SEC;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+                let Ok(mut s) = TcpStream::connect_timeout(&addr, SEC) else { continue };
+                let _ = s.write_all(b"GET /ready HTTP/1.1\r\n");
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) && s.write_all(b"X").is_ok() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        })
+    };
+    // Garbage and an oversized head are answered and closed, not waited on.
+    let mut garbage = TcpStream::connect_timeout(&addr, SEC).unwrap();
+    let _ = garbage.write_all(&[0xffu8; 8192]);
+    let loaded = measure(15);
+    // A probe still gets through: the cap evicts the oldest idle connection.
+    assert_eq!(http_status(port, "/ready"), Some(200));
+
+    let p50 = |v: &[Duration]| v[v.len() / 2];
+    assert!(
+        p50(&loaded) <= p50(&baseline) + Duration::from_millis(20),
+        "p50 {:?} under load vs {:?} idle",
+        p50(&loaded),
+        p50(&baseline)
+    );
+    assert!(*loaded.last().unwrap() < Duration::from_millis(500), "worst {:?}", loaded.last());
+
+    // The TERM-ignoring app is still killed at the grace deadline.
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(10 * SEC), 137);
+    let took = sent.elapsed();
+    assert!(took >= SEC && took < SEC + Duration::from_millis(400), "killed after {took:?}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    slowloris.join().unwrap();
+    drop(idle);
+}
+
+#[test]
+fn a_term_to_quit_rewrite_reaches_the_app_as_quit() {
+    let dir = scratch("rewrite");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, &["--rewrite", "TERM:QUIT", "-r", "USR1:0"], py("record", &out, &["keep"]));
+    wait_line(&out, "child ready", 10 * SEC);
+    run.signal(libc::SIGUSR1);
+    run.signal(libc::SIGHUP);
+    wait_line(&out, &format!("child signal {} ", libc::SIGHUP), 5 * SEC);
+    run.signal(libc::SIGTERM);
+    wait_line(&out, &format!("child signal {} ", libc::SIGQUIT), 5 * SEC);
+    assert_eq!(count_lines(&out, &format!("child signal {} ", libc::SIGTERM)), 0);
+    assert_eq!(count_lines(&out, &format!("child signal {} ", libc::SIGUSR1)), 0, "USR1:0 drops it");
+    run.signal(libc::SIGKILL);
+
+    // The same through the environment, as dockerd would have to pass it.
+    let dir = scratch("rewrite-env");
+    let out = dir.join("report");
+    let mut spec = Spec::new(Mode::Pid1, &dir, &[]).env("LASTCALL_REWRITE", "TERM:QUIT,INT:QUIT");
+    spec.args.push("--".into());
+    spec.args.extend(py("record", &out, &["keep"]));
+    let mut run = spec.start();
+    wait_line(&out, "child ready", 10 * SEC);
+    run.signal(libc::SIGINT);
+    wait_line(&out, &format!("child signal {} ", libc::SIGQUIT), 5 * SEC);
+    run.signal(libc::SIGKILL);
+    let _ = run.wait(5 * SEC);
+}
+
+#[test]
+fn remap_exit_turns_143_into_0() {
+    for mode in [Mode::Pid1, Mode::Plain] {
+        let dir = scratch("remap");
+        let mut run = start(mode, &dir, &["-e", "143"], vec!["sleep".into(), "30".into()]);
+        wait_until(10 * SEC, "sleep to start", || {
+            let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.pid)).ok()?;
+            (!kids.trim().is_empty()).then_some(())
+        });
+        run.signal(libc::SIGTERM);
+        assert_eq!(run.wait(10 * SEC), 0);
+    }
+    let (code, _, _) = run_to_end(Mode::Plain, &["-e", "143", "sh", "-c", "exit 3"], &[]);
+    assert_eq!(code, 3, "other codes are untouched");
+}
+
+#[test]
+fn single_child_mode_keeps_the_signal_from_the_grandchild() {
+    let dir = scratch("single");
+    let out = dir.join("report");
+    let mut run = start(Mode::Pid1, &dir, &["-c"], py("record", &out, &["grandchild", "keep"]));
+    wait_line(&out, "child ready", 10 * SEC);
+    wait_line(&out, "grandchild ready", 10 * SEC);
+    run.signal(libc::SIGUSR1);
+    wait_line(&out, &format!("child signal {} ", libc::SIGUSR1), 5 * SEC);
+    // An observation window for something that must not happen.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(count_lines(&out, "grandchild signal"), 0, "{:?}", lines(&out));
+    run.signal(libc::SIGKILL);
+}
+
+#[test]
+fn the_notify_relay_passes_systemd_notify_through_without_mainpid() {
+    let dir = scratch("notify");
+    let socket_path = dir.join("systemd.sock");
+    let systemd = UnixDatagram::bind(&socket_path).unwrap();
+    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let mut spec = Spec::new(Mode::Plain, &dir, &["--grace", "5s", "--pre-stop", "1s"])
+        .env("NOTIFY_SOCKET", &socket_path.display().to_string());
+    spec.args.extend(
+        ["--", "sh", "-c", "systemd-notify --ready --status='up and running' && systemd-notify MAINPID=1 WATCHDOG=1 && exec sleep 30"]
+            .map(String::from),
+    );
+    let mut run = spec.start();
+    let mut buf = [0u8; 4096];
+    let mut received = Vec::new();
+    for _ in 0..2 {
+        let n = systemd.recv(&mut buf).expect("a notification from the relay");
+        received.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert!(received[0].contains("READY=1"), "{received:?}");
+    assert!(received[0].contains("STATUS=up and running"), "{received:?}");
+    assert!(received[1].contains("WATCHDOG=1"), "{received:?}");
+    assert!(received.iter().all(|m| !m.contains("MAINPID")), "{received:?}");
+    run.signal(libc::SIGTERM);
+    let n = systemd.recv(&mut buf).expect("STOPPING=1");
+    let stopping = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(stopping.contains("STOPPING=1"), "{stopping}");
+    // pre-stop 1s + grace 5s + the kill wait and a margin, in microseconds.
+    let usec: u64 = stopping
+        .lines()
+        .find_map(|l| l.strip_prefix("EXTEND_TIMEOUT_USEC="))
+        .expect("EXTEND_TIMEOUT_USEC")
+        .parse()
+        .unwrap();
+    assert!(usec >= 6_000_000, "{usec}");
+    assert_eq!(run.wait(10 * SEC), 143);
+}
+
+#[test]
+fn socket_activation_fds_pass_and_listen_pid_names_the_child() {
+    let dir = scratch("listenfds");
+    let script = format!(
+        "LISTEN_PID=$$ LISTEN_FDS=1 exec {LASTCALL} -- sh -c 'echo $LISTEN_PID $$ $LISTEN_FDS; ls /proc/$$/fd' 3</dev/null"
+    );
+    let out = Command::new("sh").arg("-c").arg(&script).current_dir(&dir).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let ids: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(ids[0], ids[1], "LISTEN_PID is the child's pid: {text}");
+    assert_eq!(ids[2], "1");
+    assert!(lines.any(|l| l == "3"), "fd 3 passed through: {text}");
+}
+
+#[test]
+fn the_child_learns_its_deadlines() {
+    let (code, stdout, _) = run_to_end(
+        Mode::Plain,
+        &["--pre-stop", "1500ms", "--grace", "7s", "sh", "-c", "echo $LASTCALL_PRE_STOP_MS $LASTCALL_GRACE_MS"],
+        &[],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8_lossy(&stdout), "1500 7000\n");
+}
+
+#[test]
+fn probes_read_the_ready_file() {
+    let dir = scratch("probe-file");
+    let ready = dir.join("ready");
+    let ready_arg = ready.display().to_string();
+    assert_eq!(probe(&["ready", "--ready-file", &ready_arg]), 1);
+    let out = dir.join("report");
+    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg, "--pre-stop", "2s"], py("record", &out, &[]));
+    wait_line(&out, "child ready", 10 * SEC);
+    wait_until(10 * SEC, "ready", || (probe(&["ready", "--ready-file", &ready_arg]) == 0).then_some(()));
+    run.signal(libc::SIGTERM);
+    wait_until(SEC, "unready", || (probe(&["ready", "--ready-file", &ready_arg]) == 1).then_some(()));
+    run.signal(libc::SIGINT);
+    assert_eq!(run.wait(10 * SEC), 0);
+    let (code, _, stderr) = run_to_end(Mode::Plain, &["probe", "sideways", "--ready-file", "/x"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("unknown probe target 'sideways'"), "{stderr}");
+}
+
+#[test]
+fn setup_problems_are_clear_errors_at_start() {
+    let dir = scratch("setup");
+    let locked = dir.join("locked");
+    fs::create_dir(&locked).unwrap();
+    // Root ignores permissions, so an unwritable place is one that cannot hold files at all.
+    let cases: Vec<(Vec<String>, i32, &str)> = vec![
+        (vec!["--ready-file".into(), "/proc/lastcall-ready".into(), "true".into()], 125, "/proc/lastcall-ready"),
+        (vec!["--ready-file".into(), "/no/such/dir/ready".into(), "true".into()], 125, "/no/such/dir/ready"),
+        (vec!["--health-listen".into(), "256.0.0.1:80".into(), "true".into()], 2, "256.0.0.1:80"),
+        (vec!["-p".into(), "SIGNOPE".into(), "true".into()], 2, "SIGNOPE"),
+        (vec!["-e".into(), "300".into(), "true".into()], 2, "300"),
+    ];
+    for (args, expected, needle) in cases {
+        let (code, _, stderr) = run_to_end(Mode::Plain, &args, &[]);
+        assert_eq!(code, expected, "{args:?}: {stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with("lastcall: ") && first.contains(needle), "{args:?}: {stderr}");
+    }
+    // A port already taken.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, _, stderr) = run_to_end(Mode::Plain, &["--health-listen", &addr, "true"], &[]);
+    assert_eq!(code, 125, "{stderr}");
+    assert!(stderr.contains(&addr), "{stderr}");
+}
+
+#[test]
+fn setsid_mode_stops_the_child_and_itself_on_tstp() {
+    let dir = scratch("jobcontrol");
+    let mut run = start(Mode::Plain, &dir, &["--setsid"], vec!["sleep".into(), "30".into()]);
+    let child: i32 = wait_until(10 * SEC, "the child", || {
+        let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.pid)).ok()?;
+        kids.split_whitespace().next()?.parse().ok()
+    });
+    let state = |pid: i32| {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().next().unwrap_or("").to_string()).unwrap_or_default()
+    };
+    let session = |pid: i32| {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat.rsplit_once(')').unwrap().1.split_whitespace().nth(3).unwrap().to_string()
+    };
+    assert_eq!(session(child), child.to_string(), "the child leads its own session");
+    run.signal(libc::SIGTSTP);
+    wait_until(5 * SEC, "both stopped", || (state(child) == "T" && state(run.pid) == "T").then_some(()));
+    run.signal(libc::SIGCONT);
+    wait_until(5 * SEC, "both running", || (state(child) != "T" && state(run.pid) != "T").then_some(()));
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(10 * SEC), 143);
+}
+
+#[test]
+fn pause_mode_waits_for_a_termination_signal() {
+    let dir = scratch("pause");
+    let mut run = Spec::new(Mode::Pid1, &dir, &["-P"]).start();
+    wait_until(5 * SEC, "lastcall to block", || {
+        let wchan = fs::read_to_string(format!("/proc/{}/wchan", run.pid)).ok()?;
+        wchan.contains("poll").then_some(())
+    });
+    assert!(!run.try_exited());
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(5 * SEC), 0);
+}
+
+#[test]
+fn warn_reaping_reports_adopted_zombies() {
+    let dir = scratch("warn");
+    let out = dir.join("report");
+    let mut run = start(Mode::Plain, &dir, &["-w"], py("orphans", &out, &["3"]));
+    // Not PID 1 and no /proc of its own namespace: the fixture's zombie count is the host's, so
+    // only its exit matters here.
+    let _ = run.wait(30 * SEC);
+    assert!(run.stderr().contains("reaped zombie process"), "{}", run.stderr());
+}
+
+#[test]
+fn the_parent_death_signal_reaches_lastcall() {
+    let dir = scratch("pdeath");
+    let mut parent = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{LASTCALL} -p SIGTERM -- sleep 60 & echo $!; read never"))
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut stdout = parent.stdout.take().unwrap();
+    let mut byte = [0u8; 1];
+    while stdout.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+        line.push(byte[0] as char);
+    }
+    let lastcall: i32 = line.trim().parse().unwrap();
+    wait_until(10 * SEC, "sleep to start", || {
+        let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", lastcall)).ok()?;
+        (!kids.trim().is_empty()).then_some(())
+    });
+    drop(parent.stdin.take()); // sh reads EOF and exits: lastcall's parent is gone
+    parent.wait().unwrap();
+    wait_until(10 * SEC, "lastcall to exit on its parent's death", || (!alive(lastcall)).then_some(()));
+}
