@@ -5,7 +5,9 @@
 //! drop it: then nothing is sent); "stop(t)" is `--stop-signal` if set, else rw(t); "pending" is the signal that started the pre-stop; "grace" is `now + --grace`, or no
 //! deadline when `--grace 0`. "main exited" means the main child has been reaped; "others" means
 //! lastcall still has children after that. Forward goes to the child's process group; SignalAll
-//! goes to everything lastcall still has (as PID 1: the whole namespace).
+//! goes to everything lastcall still has (as PID 1: the whole namespace); SignalOthers to all of
+//! that outside the child's group, which already had its stop signal (a second TERM makes some
+//! apps quit at once).
 //!
 //! | phase      | event                           | next phase          | actions                      |
 //! |------------|---------------------------------|---------------------|------------------------------|
@@ -22,7 +24,7 @@
 //! | any live   | main exited, no others          | Exited              | Exit(main's code)            |
 //! | Running    | main exited, others             | Draining(grace)     | Unready, SignalAll(stop(TERM)) |
 //! | PreStop    | main exited, others             | Draining(grace)     | SignalAll(stop(pending))     |
-//! | Draining   | main exited, others             | Draining (same)     | - (the group was signalled)  |
+//! | Draining   | main exited, others             | Draining (same)     | SignalOthers(stop(TERM))     |
 //! | Killing    | a reap, others                  | Killing (same)      | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
 //! | Exited     | anything                        | Exited              | -                            |
@@ -131,6 +133,7 @@ pub enum Action {
     Unready,
     Forward(Sig),
     SignalAll(Sig),
+    SignalOthers(Sig),
     Exit(i32),
 }
 
@@ -197,6 +200,9 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                         Draining { until: policy.grace_deadline(now) },
                         vec![Some(Timeline(Note::PreStopCut)), signal_all(policy.stop(pending))],
                     ),
+                    Draining { .. } if main_just_exited => {
+                        (state.phase, vec![policy.stop(Sig::TERM).map(SignalOthers)])
+                    }
                     Killing { .. } => (state.phase, vec![Some(SignalAll(Sig::KILL))]),
                     _ => (state.phase, vec![]),
                 },
@@ -387,12 +393,15 @@ mod tests {
     }
 
     #[test]
-    fn main_exit_during_drain_keeps_the_deadline_and_does_not_resignal() {
+    fn main_exit_during_drain_keeps_the_deadline_and_signals_only_those_outside_the_group() {
         let t0 = Instant::now();
         let s = at(Draining { until: Some(t0 + S) });
         let (s, a) = step(s, Event::Reaped { main: Some(143), children_left: true }, t0, &policy(0, 5));
         assert_eq!(s, exited_main(Draining { until: Some(t0 + S) }, 143));
-        assert_eq!(a, vec![]);
+        assert_eq!(a, vec![SignalOthers(Sig::TERM)]);
+        // Only once: later reaps change nothing.
+        let (s2, a) = step(s, Event::Reaped { main: None, children_left: true }, t0, &policy(0, 5));
+        assert_eq!((s2, a), (s, vec![]));
     }
 
     #[test]

@@ -294,6 +294,7 @@ impl Supervisor {
                 Action::Unready => self.unready(),
                 Action::Forward(sig) => self.forward(sig, now),
                 Action::SignalAll(sig) => self.signal_all(sig, now),
+                Action::SignalOthers(sig) => self.signal_others(sig, now),
                 Action::Exit(code) => exit = Some(code),
             }
         }
@@ -370,9 +371,46 @@ impl Supervisor {
             return;
         }
         let _ = sys::kill(-self.child.as_raw(), sig);
-        for pid in direct_children(self.me) {
+        for (pid, _) in self.descendants_in_view() {
             let _ = sys::kill(pid, sig);
         }
+    }
+
+    /// Everything lastcall still has outside the child's process group (daemons that setsid'd
+    /// away), which has had its stop signal already.
+    fn signal_others(&self, sig: Sig, now: Instant) {
+        info!("{}sent {sig} to the processes outside the app's group", self.elapsed(now));
+        if self.pid1 && !proc_is_ours(self.me) {
+            // Without our own /proc nobody can be told apart: better twice than never.
+            let _ = sys::kill(-1, sig);
+            return;
+        }
+        for (pid, pgrp) in self.descendants_in_view() {
+            if pgrp != self.child.as_raw() {
+                let _ = sys::kill(pid, sig);
+            }
+        }
+    }
+
+    /// (pid, process group) of what lastcall can see of its own: as PID 1 every process of the
+    /// namespace, otherwise its direct children. Empty if /proc is another namespace's.
+    fn descendants_in_view(&self) -> Vec<(libc::pid_t, libc::pid_t)> {
+        if !proc_is_ours(self.me) {
+            return vec![];
+        }
+        let pids: Vec<libc::pid_t> = if self.pid1 {
+            std::fs::read_dir("/proc")
+                .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+                .unwrap_or_default()
+        } else {
+            std::fs::read_to_string(format!("/proc/self/task/{}/children", self.me))
+                .map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+                .unwrap_or_default()
+        };
+        pids.into_iter()
+            .filter(|&pid| pid != self.me.as_raw())
+            .filter_map(|pid| Some((pid, process_group(pid)?)))
+            .collect()
     }
 
     fn elapsed(&self, now: Instant) -> String {
@@ -383,16 +421,16 @@ impl Supervisor {
     }
 }
 
-/// Our children's pids from /proc, if /proc is our PID namespace's (a pid from another
-/// namespace's /proc would name some other process here).
-fn direct_children(me: Pid) -> Vec<libc::pid_t> {
-    let ours = std::fs::read_link("/proc/self").is_ok_and(|p| p.as_os_str() == me.to_string().as_str());
-    if !ours {
-        return vec![];
-    }
-    std::fs::read_to_string(format!("/proc/self/task/{me}/children"))
-        .map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect())
-        .unwrap_or_default()
+/// Whether /proc belongs to our PID namespace: a pid read from another namespace's /proc would
+/// name some other process here.
+fn proc_is_ours(me: Pid) -> bool {
+    std::fs::read_link("/proc/self").is_ok_and(|p| p.as_os_str() == me.to_string().as_str())
+}
+
+/// The process group in /proc/PID/stat (the third field after the command name).
+fn process_group(pid: libc::pid_t) -> Option<libc::pid_t> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// The poll timeout that ends at or just after `deadline`: rounded up, so that lastcall never
