@@ -137,80 +137,124 @@ pub enum Action {
     Exit(i32),
 }
 
+/// What one step asks for: at most four actions, kept inline so that the signal path never
+/// allocates (musl's allocator was three quarters of the cost of forwarding a signal).
+#[derive(Clone, Copy)]
+pub struct Actions {
+    items: [Action; 4],
+    len: usize,
+}
+
+impl Actions {
+    fn of(actions: &[Option<Action>]) -> Actions {
+        let mut out = Actions { items: [Action::Exit(0); 4], len: 0 };
+        for &action in actions.iter().flatten() {
+            out.items[out.len] = action;
+            out.len += 1;
+        }
+        out
+    }
+}
+
+impl std::ops::Deref for Actions {
+    type Target = [Action];
+    fn deref(&self) -> &[Action] {
+        &self.items[..self.len]
+    }
+}
+
+impl std::fmt::Debug for Actions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Actions {
+    fn eq(&self, other: &Actions) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Vec<Action>> for Actions {
+    fn eq(&self, other: &Vec<Action>) -> bool {
+        **self == other[..]
+    }
+}
+
 /// 128 + SIGKILL: the status of anything lastcall had to kill.
 pub const KILLED_CODE: i32 = 128 + libc::SIGKILL;
 
-pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State, Vec<Action>) {
+pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State, Actions) {
     use Action::*;
     use Phase::*;
 
     if state.phase == Exited {
-        return (state, vec![]);
+        return (state, Actions::of(&[]));
     }
     let forward = |sig: Option<Sig>| sig.map(Forward);
     let signal_all = |sig: Option<Sig>| sig.map(SignalAll);
     let received = |sig| Timeline(Note::Received(sig));
-    let (phase, actions): (Phase, Vec<Option<Action>>) = match event {
+    let (phase, actions): (Phase, Actions) = match event {
         Event::Signal(sig) if policy.is_termination(sig) => match state.phase {
             Running if policy.pre_stop > Duration::ZERO => (
                 PreStop { until: now + policy.pre_stop, pending: sig },
-                vec![Some(received(sig)), Some(Unready), Some(Timeline(Note::PreStopStarted(policy.pre_stop)))],
+                Actions::of(&[Some(received(sig)), Some(Unready), Some(Timeline(Note::PreStopStarted(policy.pre_stop)))]),
             ),
             Running => (
                 Draining { until: policy.grace_deadline(now) },
-                vec![Some(received(sig)), Some(Unready), forward(policy.stop(sig))],
+                Actions::of(&[Some(received(sig)), Some(Unready), forward(policy.stop(sig))]),
             ),
             PreStop { pending, .. } => (
                 Draining { until: policy.grace_deadline(now) },
-                vec![Some(received(sig)), Some(Timeline(Note::PreStopCut)), forward(policy.stop(pending))],
+                Actions::of(&[Some(received(sig)), Some(Timeline(Note::PreStopCut)), forward(policy.stop(pending))]),
             ),
             Draining { .. } if state.main_code.is_none() => {
-                (state.phase, vec![Some(received(sig)), forward(policy.stop(sig))])
+                (state.phase, Actions::of(&[Some(received(sig)), forward(policy.stop(sig))]))
             }
-            Draining { .. } => (state.phase, vec![Some(received(sig)), signal_all(policy.stop(sig))]),
-            Killing { .. } | Exited => (state.phase, vec![Some(received(sig))]),
+            Draining { .. } => (state.phase, Actions::of(&[Some(received(sig)), signal_all(policy.stop(sig))])),
+            Killing { .. } | Exited => (state.phase, Actions::of(&[Some(received(sig))])),
         },
-        Event::Signal(sig) => (state.phase, vec![forward(policy.rewritten(sig))]),
+        Event::Signal(sig) => (state.phase, Actions::of(&[forward(policy.rewritten(sig))])),
 
         Event::Deadline => match state.phase {
             PreStop { pending, .. } => (
                 Draining { until: policy.grace_deadline(now) },
-                vec![Some(Timeline(Note::PreStopEnded)), forward(policy.stop(pending))],
+                Actions::of(&[Some(Timeline(Note::PreStopEnded)), forward(policy.stop(pending))]),
             ),
-            Draining { .. } => (Killing { until: now + policy.kill_wait }, vec![Some(SignalAll(Sig::KILL))]),
-            Killing { .. } => (Exited, vec![Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))]),
-            Running | Exited => (state.phase, vec![]),
+            Draining { .. } => (Killing { until: now + policy.kill_wait }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+            Killing { .. } => (Exited, Actions::of(&[Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))])),
+            Running | Exited => (state.phase, Actions::of(&[])),
         },
 
         Event::Reaped { main, children_left } => {
             let main_just_exited = main.is_some() && state.main_code.is_none();
             let state = State { main_code: state.main_code.or(main), ..state };
             let (phase, actions) = match (state.main_code, children_left) {
-                (Some(code), false) => (Exited, vec![Some(Exit(code))]),
+                (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),
                 (None, _) => match state.phase {
-                    Killing { .. } => (state.phase, vec![Some(SignalAll(Sig::KILL))]),
-                    _ => (state.phase, vec![]),
+                    Killing { .. } => (state.phase, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    _ => (state.phase, Actions::of(&[])),
                 },
                 (Some(_), true) => match state.phase {
                     Running if main_just_exited => (
                         Draining { until: policy.grace_deadline(now) },
-                        vec![Some(Unready), signal_all(policy.stop(Sig::TERM))],
+                        Actions::of(&[Some(Unready), signal_all(policy.stop(Sig::TERM))]),
                     ),
                     PreStop { pending, .. } if main_just_exited => (
                         Draining { until: policy.grace_deadline(now) },
-                        vec![Some(Timeline(Note::PreStopCut)), signal_all(policy.stop(pending))],
+                        Actions::of(&[Some(Timeline(Note::PreStopCut)), signal_all(policy.stop(pending))]),
                     ),
                     Draining { .. } if main_just_exited => {
-                        (state.phase, vec![policy.stop(Sig::TERM).map(SignalOthers)])
+                        (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
                     }
-                    Killing { .. } => (state.phase, vec![Some(SignalAll(Sig::KILL))]),
-                    _ => (state.phase, vec![]),
+                    Killing { .. } => (state.phase, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    _ => (state.phase, Actions::of(&[])),
                 },
             };
-            return (state.with(phase), actions.into_iter().flatten().collect());
+            return (state.with(phase), actions);
         }
     };
-    (state.with(phase), actions.into_iter().flatten().collect())
+    (state.with(phase), actions)
 }
 
 #[cfg(test)]
@@ -401,7 +445,7 @@ mod tests {
         assert_eq!(a, vec![SignalOthers(Sig::TERM)]);
         // Only once: later reaps change nothing.
         let (s2, a) = step(s, Event::Reaped { main: None, children_left: true }, t0, &policy(0, 5));
-        assert_eq!((s2, a), (s, vec![]));
+        assert_eq!((s2, a), (s, Actions::of(&[])));
     }
 
     #[test]
@@ -409,12 +453,12 @@ mod tests {
         let t0 = Instant::now();
         let ev = Event::Reaped { main: None, children_left: true };
         for phase in [Running, PreStop { until: t0, pending: Sig::TERM }, Draining { until: None }] {
-            assert_eq!(step(at(phase), ev, t0, &policy(1, 1)), (at(phase), vec![]));
+            assert_eq!(step(at(phase), ev, t0, &policy(1, 1)), (at(phase), Actions::of(&[])));
         }
         let s = at(Killing { until: t0 });
-        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, vec![SignalAll(Sig::KILL)]));
+        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[Some(SignalAll(Sig::KILL))])));
         let s = exited_main(Killing { until: t0 }, 137);
-        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, vec![SignalAll(Sig::KILL)]));
+        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[Some(SignalAll(Sig::KILL))])));
     }
 
     #[test]
@@ -436,7 +480,7 @@ mod tests {
             Event::Deadline,
             Event::Reaped { main: None, children_left: false },
         ] {
-            assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, vec![]));
+            assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[])));
         }
     }
 
@@ -472,6 +516,6 @@ mod tests {
     #[test]
     fn deadline_in_running_is_a_no_op() {
         let t0 = Instant::now();
-        assert_eq!(step(State::START, Event::Deadline, t0, &policy(1, 1)), (State::START, vec![]));
+        assert_eq!(step(State::START, Event::Deadline, t0, &policy(1, 1)), (State::START, Actions::of(&[])));
     }
 }

@@ -180,9 +180,11 @@ pub fn block_handled() -> nix::Result<()> {
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&handled_set()), None)
 }
 
-/// A non-blocking, close-on-exec signalfd for the handled set.
+/// A close-on-exec signalfd for the handled set. It blocks: with nothing else to wait for, the
+/// event loop sleeps in read() on it, one syscall per wake-up like catatonit, and otherwise in
+/// poll(), reading only once poll says there is something to read.
 pub fn open_signalfd() -> nix::Result<SignalFd> {
-    SignalFd::with_flags(&handled_set(), SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+    SignalFd::with_flags(&handled_set(), SfdFlags::SFD_CLOEXEC)
 }
 
 #[cfg(test)]

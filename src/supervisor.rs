@@ -116,10 +116,10 @@ pub fn run(config: Config) -> Result<i32, Error> {
 
 /// catatonit's pause mode: no command; reap whatever arrives, exit on a termination signal.
 fn pause(signalfd: &SignalFd) -> i32 {
+    let mut batch = sys::SignalBatch::new();
     loop {
-        let mut fds = [PollFd::new(signalfd.as_fd(), PollFlags::POLLIN)];
-        let _ = poll(&mut fds, PollTimeout::NONE);
-        while let Ok(Some(info)) = signalfd.read_signal() {
+        let infos = batch.read(signalfd.as_fd()).unwrap_or(&[]);
+        for info in infos {
             match Sig(info.ssi_signo as i32) {
                 Sig::CHLD => {
                     reap::reap_all(Pid::from_raw(0));
@@ -166,6 +166,14 @@ impl Supervisor {
                 .min();
             let timeout = deadline.map_or(PollTimeout::NONE, |d| timeout_until(d, now));
 
+            // Nothing but signals to wait for: sleep in read() itself.
+            if deadline.is_none() && self.notify.is_none() && self.health.is_none() {
+                if let Some(code) = self.read_and_handle_signals() {
+                    return code;
+                }
+                continue;
+            }
+
             let (signals_ready, notify_ready, health_ready) = {
                 let mut fds: Vec<BorrowedFd> = vec![self.signalfd.as_fd()];
                 if let Some(n) = &self.notify {
@@ -187,7 +195,7 @@ impl Supervisor {
 
             // Signals first: they are what the deadlines and the health status depend on.
             if signals_ready {
-                if let Some(code) = self.drain_signals() {
+                if let Some(code) = self.read_and_handle_signals() {
                     return code;
                 }
             }
@@ -203,18 +211,18 @@ impl Supervisor {
         }
     }
 
-    /// Reads every pending signal and acts on each in the order received.
-    fn drain_signals(&mut self) -> Option<i32> {
-        loop {
-            let info = match self.signalfd.read_signal() {
-                Ok(Some(info)) => info,
-                Ok(None) => return None,
-                Err(Errno::EINTR) => continue,
-                Err(e) => {
-                    warn!("cannot read the signalfd: {e}");
-                    return None;
-                }
-            };
+    /// Reads pending signals (waiting for one if there are none) and acts on each in the order
+    /// received. More than a batch stays pending for the next round.
+    fn read_and_handle_signals(&mut self) -> Option<i32> {
+        let mut batch = sys::SignalBatch::new();
+        let infos = match batch.read(self.signalfd.as_fd()) {
+            Ok(infos) => infos,
+            Err(e) => {
+                warn!("cannot read the signalfd: {e}");
+                return None;
+            }
+        };
+        for info in infos {
             let sig = Sig(info.ssi_signo as i32);
             // A SIGPIPE lastcall caused itself, by writing a log line to a closed stderr, is not
             // the child's business. (Other signals from our own pid are real: one raised before
@@ -246,6 +254,7 @@ impl Supervisor {
                 return Some(code);
             }
         }
+        None
     }
 
     /// dumb-init's rule: forward the stop (as SIGSTOP unless rewritten), then stop ourselves,
@@ -288,7 +297,7 @@ impl Supervisor {
         let (state, actions) = machine::step(self.state, event, now, &self.policy);
         self.state = state;
         let mut exit = None;
-        for action in actions {
+        for &action in actions.iter() {
             match action {
                 Action::Timeline(note) => self.note(note, now),
                 Action::Unready => self.unready(),

@@ -2,8 +2,10 @@
 //! real-time signals, and a pre-exec hook is unsafe by nature.
 #![allow(unsafe_code)]
 
-use std::io;
 use std::ffi::CString;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use crate::signals::Sig;
 
@@ -203,5 +205,35 @@ pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// Pending signals read in one syscall: nix reads one at a time, and on the signal path each
+/// syscall counts (as does clearing a buffer that the kernel is about to fill).
+pub struct SignalBatch {
+    buf: [MaybeUninit<libc::signalfd_siginfo>; 8],
+}
+
+impl SignalBatch {
+    pub fn new() -> SignalBatch {
+        SignalBatch { buf: [MaybeUninit::uninit(); 8] }
+    }
+
+    /// Reads what is pending, blocking until there is something if the fd blocks.
+    pub fn read(&mut self, fd: BorrowedFd<'_>) -> io::Result<&[libc::signalfd_siginfo]> {
+        loop {
+            // SAFETY: the kernel writes whole signalfd_siginfo records into the buffer, up to
+            // its size, and says how many bytes it wrote.
+            let n = unsafe { libc::read(fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), std::mem::size_of_val(&self.buf)) };
+            if n >= 0 {
+                let records = n as usize / std::mem::size_of::<libc::signalfd_siginfo>();
+                // SAFETY: the first `records` entries were just written by the kernel.
+                return Ok(unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast(), records) });
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
     }
 }
