@@ -393,8 +393,10 @@ fn pause_mode_waits_for_a_termination_signal() {
     let dir = scratch("pause");
     let mut run = Spec::new(Mode::Pid1, &dir, &["-P"]).start();
     wait_until(5 * SEC, "lastcall to block", || {
-        let wchan = fs::read_to_string(format!("/proc/{}/wchan", run.pid)).ok()?;
-        wchan.contains("poll").then_some(())
+        // Asleep in the kernel, waiting for a signal (in read() on its signalfd).
+        let stat = fs::read_to_string(format!("/proc/{}/stat", run.pid)).ok()?;
+        let wchan = fs::read_to_string(format!("/proc/{}/wchan", run.pid)).unwrap_or_default();
+        (stat.rsplit_once(')')?.1.trim_start().starts_with('S') && wchan != "0").then_some(())
     });
     assert!(!run.try_exited());
     run.signal(libc::SIGTERM);
