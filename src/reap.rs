@@ -8,13 +8,16 @@ use nix::unistd::Pid;
 pub struct Reaped {
     /// The main child's status, if it was among those reaped.
     pub main: Option<WaitStatus>,
-    /// Other processes reaped: orphans adopted by lastcall, or the app's own exited children.
-    pub others: Vec<(Pid, WaitStatus)>,
+    /// How many other processes were reaped: orphans adopted by lastcall, or the app's own
+    /// exited children.
+    pub others: usize,
     /// Whether lastcall still has a child after this round.
     pub children_left: bool,
 }
 
-pub fn reap_all(main: Pid) -> Reaped {
+/// Reaps every child that has exited; `on_other` hears of each that was not `main`. Nothing
+/// is collected on the way, so a burst of thousands of orphans costs no allocation.
+pub fn reap_all(main: Pid, mut on_other: impl FnMut(Pid, WaitStatus)) -> Reaped {
     let mut reaped = Reaped::default();
     loop {
         match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
@@ -24,7 +27,10 @@ pub fn reap_all(main: Pid) -> Reaped {
             }
             Ok(status) => match status.pid() {
                 Some(pid) if pid == main => reaped.main = Some(status),
-                Some(pid) => reaped.others.push((pid, status)),
+                Some(pid) => {
+                    reaped.others += 1;
+                    on_other(pid, status);
+                }
                 None => {}
             },
             Err(Errno::EINTR) => {}

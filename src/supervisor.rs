@@ -122,7 +122,7 @@ fn pause(signalfd: &SignalFd) -> i32 {
         for info in infos {
             match Sig(info.ssi_signo as i32) {
                 Sig::CHLD => {
-                    reap::reap_all(Pid::from_raw(0));
+                    reap::reap_all(Pid::from_raw(0), |_, _| {});
                 }
                 Sig::TERM | Sig::INT | Sig::QUIT => return 0,
                 _ => {}
@@ -274,19 +274,19 @@ impl Supervisor {
     }
 
     fn reap(&mut self, now: Instant) -> Option<Event> {
-        let reaped = reap::reap_all(self.child);
-        for (pid, status) in &reaped.others {
-            if self.warn_reaping {
+        let warn_reaping = self.warn_reaping;
+        let reaped = reap::reap_all(self.child, |pid, status| {
+            if warn_reaping {
                 warn!("reaped zombie process {pid}: {status:?}");
             } else {
                 debug!("reaped pid {pid}: {status:?}");
             }
-        }
+        });
         let main = reaped.main.and_then(error::status_code);
         if let Some(code) = main {
             info!("{}child exited with status {code}", self.elapsed(now));
         }
-        if main.is_none() && reaped.others.is_empty() {
+        if main.is_none() && reaped.others == 0 {
             return None;
         }
         Some(Event::Reaped { main, children_left: reaped.children_left })
