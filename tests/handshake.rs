@@ -196,7 +196,7 @@ fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
 fn a_term_to_quit_rewrite_reaches_the_app_as_quit() {
     let dir = scratch("rewrite");
     let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, &["--rewrite", "TERM:QUIT", "-r", "USR1:0"], py("record", &out, &["keep"]));
+    let run = start(Mode::Pid1, &dir, &["--rewrite", "TERM:QUIT", "-r", "USR1:0"], py("record", &out, &["keep"]));
     wait_line(&out, "child ready", 10 * SEC);
     run.signal(libc::SIGUSR1);
     run.signal(libc::SIGHUP);
@@ -241,7 +241,7 @@ fn remap_exit_turns_143_into_0() {
 fn single_child_mode_keeps_the_signal_from_the_grandchild() {
     let dir = scratch("single");
     let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, &["-c"], py("record", &out, &["grandchild", "keep"]));
+    let run = start(Mode::Pid1, &dir, &["-c"], py("record", &out, &["grandchild", "keep"]));
     wait_line(&out, "child ready", 10 * SEC);
     wait_line(&out, "grandchild ready", 10 * SEC);
     run.signal(libc::SIGUSR1);

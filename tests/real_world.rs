@@ -390,7 +390,7 @@ fn a_rolling_restart_behind_haproxy_sees_zero_failures() {
 
     // The deploy: a new instance c comes up and is put in rotation once it listens; then the
     // old instance a is stopped through lastcall's handshake alone.
-    let mut c = start_app(c_port, true, "0.2", Some(&refs(&c_args)), &dir.join("c.log"));
+    let c = start_app(c_port, true, "0.2", Some(&refs(&c_args)), &dir.join("c.log"));
     haproxy_command(&dir, "enable server app/c");
     let stop_sent = Instant::now();
     kill(a.namespace_init(), libc::SIGTERM);

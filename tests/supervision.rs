@@ -207,7 +207,7 @@ fn a_term_ignoring_child_is_killed_at_the_grace_deadline_with_137() {
 fn a_termination_signal_during_the_grace_is_forwarded_again() {
     let dir = scratch("again");
     let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "20s"], py("record", &out, &["keep"])));
+    let run = start(Mode::Pid1, &dir, args(&["--grace", "20s"], py("record", &out, &["keep"])));
     wait_line(&out, "child ready", 10 * SEC);
     run.signal(libc::SIGTERM);
     wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 5 * SEC);
