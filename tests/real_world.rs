@@ -230,51 +230,44 @@ fn the_pid_1_trap_an_app_with_no_handler_ignores_sigterm() {
     assert!(app.running(), "SIGTERM was ignored by PID 1");
 }
 
+/// The experiment's run: the 1-second app under lastcall behind nginx, six concurrent requests,
+/// SIGTERM to lastcall at 0.4 s. Returns the outcomes and the app, which is on its way out.
+fn six_requests_and_a_term(dir: &Path, drain: bool, name: &str) -> (Vec<Outcome>, Proc) {
+    let (app_port, proxy_port) = (free_port(), free_port());
+    let log = dir.join(format!("{name}.log"));
+    let app = start_app(app_port, drain, "1", Some(&[]), &log);
+    let _nginx = start_nginx(dir, proxy_port, app_port);
+    let t0 = Instant::now();
+    let requests = fire(proxy_port, 6, "");
+    wait_until(5 * SEC, "six requests in flight", || {
+        (fs::read_to_string(&log).unwrap_or_default().matches("START").count() == 6).then_some(())
+    });
+    sleep_until(t0 + Duration::from_millis(400));
+    kill(app.namespace_init(), libc::SIGTERM);
+    (requests.join().unwrap(), app)
+}
+
 #[test]
 fn the_502_experiment() {
     let dir = scratch("experiment");
 
     // No drain, under lastcall: the signal reaches the app, which dies mid-request.
-    {
-        let (app_port, proxy_port) = (free_port(), free_port());
-        let mut app = start_app(app_port, false, "1", Some(&[]), &dir.join("nodrain.log"));
-        let _nginx = start_nginx(&dir, proxy_port, app_port);
-        let t0 = Instant::now();
-        let requests = fire(proxy_port, 6, "");
-        wait_until(5 * SEC, "six requests in flight", || {
-            (fs::read_to_string(dir.join("nodrain.log")).unwrap_or_default().matches("START").count() == 6).then_some(())
-        });
-        sleep_until(t0 + Duration::from_millis(400));
-        kill(app.namespace_init(), libc::SIGTERM);
-        let outcomes = requests.join().unwrap();
-        println!("{}", table("no-drain app under lastcall, SIGTERM at 0.4s", &outcomes));
-        assert!(outcomes.iter().all(|o| o.status == Some(502)), "all 502");
-        assert!(outcomes.iter().all(|o| o.elapsed < Duration::from_millis(950)), "and early, before the 1s of work");
-        let log = fs::read_to_string(dir.join("nodrain.log")).unwrap();
-        assert_eq!(log.matches("FINISH").count(), 0, "no FINISH line ever prints:\n{log}");
-        let errors = fs::read_to_string(dir.join("nginx-error.log")).unwrap();
-        assert!(errors.contains("upstream prematurely closed connection"), "{errors}");
-        assert_eq!(app.wait(10 * SEC), 143);
-    }
+    let (outcomes, mut app) = six_requests_and_a_term(&dir, false, "nodrain");
+    println!("{}", table("no-drain app under lastcall, SIGTERM at 0.4s", &outcomes));
+    assert!(outcomes.iter().all(|o| o.status == Some(502)), "all 502");
+    assert!(outcomes.iter().all(|o| o.elapsed < Duration::from_millis(950)), "and early, before the 1s of work");
+    let log = fs::read_to_string(dir.join("nodrain.log")).unwrap();
+    assert_eq!(log.matches("FINISH").count(), 0, "no FINISH line ever prints:\n{log}");
+    let errors = fs::read_to_string(dir.join("nginx-error.log")).unwrap();
+    assert!(errors.contains("upstream prematurely closed connection"), "{errors}");
+    assert_eq!(app.wait(10 * SEC), 143);
 
     // Drain, under lastcall: the same six requests all finish.
-    {
-        let (app_port, proxy_port) = (free_port(), free_port());
-        let mut app = start_app(app_port, true, "1", Some(&[]), &dir.join("drain.log"));
-        let _nginx = start_nginx(&dir, proxy_port, app_port);
-        let t0 = Instant::now();
-        let requests = fire(proxy_port, 6, "");
-        wait_until(5 * SEC, "six requests in flight", || {
-            (fs::read_to_string(dir.join("drain.log")).unwrap_or_default().matches("START").count() == 6).then_some(())
-        });
-        sleep_until(t0 + Duration::from_millis(400));
-        kill(app.namespace_init(), libc::SIGTERM);
-        let outcomes = requests.join().unwrap();
-        println!("{}", table("drain app under lastcall, SIGTERM at 0.4s", &outcomes));
-        assert!(outcomes.iter().all(|o| o.status == Some(200)), "all 200");
-        assert!(outcomes.iter().all(|o| o.elapsed >= Duration::from_millis(950)), "each after its full second");
-        assert_eq!(app.wait(10 * SEC), 0);
-    }
+    let (outcomes, mut app) = six_requests_and_a_term(&dir, true, "drain");
+    println!("{}", table("drain app under lastcall, SIGTERM at 0.4s", &outcomes));
+    assert!(outcomes.iter().all(|o| o.status == Some(200)), "all 200");
+    assert!(outcomes.iter().all(|o| o.elapsed >= Duration::from_millis(950)), "each after its full second");
+    assert_eq!(app.wait(10 * SEC), 0);
 
     // Drain, but a new request arrives during the drain: the listener is closed, so it fails.
     {

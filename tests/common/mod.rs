@@ -135,7 +135,11 @@ impl<'a> Spec<'a> {
         let outer = child.id() as i32;
         let pid = match self.mode {
             Mode::Plain => outer,
+            // 0 when lastcall came and went before it could be seen: only its status is left.
             Mode::Pid1 => wait_until(Duration::from_secs(10), "unshare to start lastcall", || {
+                if !alive(outer) {
+                    return Some(0);
+                }
                 let kids = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children")).ok()?;
                 let pid: i32 = kids.split_whitespace().next()?.parse().ok()?;
                 let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
@@ -148,6 +152,7 @@ impl<'a> Spec<'a> {
 
 impl Run {
     pub fn signal(&self, sig: i32) {
+        assert!(self.pid > 0, "lastcall already exited");
         kill(self.pid, sig);
     }
 
@@ -192,8 +197,10 @@ impl Drop for Run {
     /// Even when a test fails, nothing it started outlives it.
     fn drop(&mut self) {
         if !self.try_exited() {
-            // SAFETY: kill takes plain integers.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            if self.pid > 0 {
+                // SAFETY: kill takes plain integers.
+                unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            }
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
