@@ -311,10 +311,11 @@ fn lastcall_leaves_the_working_directory_and_leaks_no_descriptor() {
     let mut spec = Spec::new(Mode::Plain, &dir, &["--", "sh", "-c", "ls /proc/$$/fd; pwd; sleep 30"]);
     spec.pre_exec = Some(extra_fd);
     let mut run = spec.start();
+    // Complete once pwd's line (the only one starting with '/') has followed ls's.
     let fds = wait_until(10 * SEC, "the child's listing", || {
         let out = run.stdout();
         let lines: Vec<String> = out.lines().map(str::to_string).collect();
-        (lines.len() >= 2).then_some(lines)
+        lines.last().is_some_and(|l| l.starts_with('/')).then_some(lines)
     });
     let listed: HashSet<String> = fds[..fds.len() - 1].iter().cloned().collect();
     // What lastcall holds: what it inherited, plus its signalfd. The child gets exactly the
@@ -324,7 +325,14 @@ fn lastcall_leaves_the_working_directory_and_leaks_no_descriptor() {
         held.iter().filter(|(_, link)| !link.contains("signalfd")).map(|(fd, _)| fd.clone()).collect();
     assert!(held.iter().any(|(_, link)| link.contains("signalfd")), "{held:?}");
     assert!(inherited.contains("7"));
-    assert_eq!(listed, inherited, "inherited fds pass, lastcall's own do not");
+    let flags: Vec<String> = held
+        .iter()
+        .map(|(fd, link)| {
+            let info = fs::read_to_string(format!("/proc/{}/fdinfo/{fd}", run.pid)).unwrap_or_default();
+            format!("{fd} {link} {}", info.lines().find(|l| l.starts_with("flags")).unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(listed, inherited, "inherited fds pass, lastcall's own do not: {flags:?}");
     assert_eq!(fds.last().unwrap(), &dir.canonicalize().unwrap().display().to_string(), "the child keeps its cwd");
     let cwd = fs::read_link(format!("/proc/{}/cwd", run.pid)).unwrap();
     assert_eq!(cwd, std::path::Path::new("/"), "lastcall moved to /");
