@@ -193,6 +193,46 @@ fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
 }
 
 #[test]
+fn the_health_endpoint_bounds_size_time_and_connections() {
+    let dir = scratch("bounds");
+    let out = dir.join("report");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _run = start(Mode::Plain, &dir, &["--health-listen", &listen], py("record", &out, &[]));
+    wait_listening(port);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let read_all = |s: &mut TcpStream| {
+        s.set_read_timeout(Some(10 * SEC)).unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+
+    // A request head that never ends is cut off at the size bound, with an answer.
+    let mut big = TcpStream::connect(addr).unwrap();
+    big.write_all(b"GET /ready HTTP/1.1\r\nX-Pad: ").unwrap();
+    let _ = big.write_all(&[b'a'; 6000]);
+    assert!(read_all(&mut big).starts_with("HTTP/1.1 431"));
+
+    // A client that says nothing is closed at the per-connection timeout (2 s).
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let opened = Instant::now();
+    assert_eq!(read_all(&mut silent), "");
+    let held = opened.elapsed();
+    assert!(held >= Duration::from_millis(1900) && held < 4 * SEC, "closed after {held:?}");
+
+    // Past the cap (64), each new connection evicts the oldest: the first idle one is closed
+    // at once, and a probe still gets its answer.
+    let mut first = TcpStream::connect(addr).unwrap();
+    let others: Vec<TcpStream> = (0..70).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let evicted = Instant::now();
+    assert_eq!(read_all(&mut first), "");
+    assert!(evicted.elapsed() < SEC, "the oldest was not evicted: {:?}", evicted.elapsed());
+    assert_eq!(http_status(port, "/ready"), Some(200));
+    drop(others);
+}
+
+#[test]
 fn a_term_to_quit_rewrite_reaches_the_app_as_quit() {
     let dir = scratch("rewrite");
     let out = dir.join("report");

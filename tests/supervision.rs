@@ -231,6 +231,20 @@ fn an_escaped_descendant_does_not_outlive_lastcall() {
 }
 
 #[test]
+fn not_as_pid_1_an_escaped_descendant_is_killed_before_lastcall_exits() {
+    // As a plain subreaper nothing kills the escapee for lastcall: it must do it itself.
+    let dir = scratch("escape-plain");
+    let out = dir.join("report");
+    let mut run = start(Mode::Plain, &dir, args(&["-v", "--grace", "1s"], py("escape", &out, &[])));
+    let escapee: i32 = wait_line(&out, "escapee ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
+    assert!(!alive(escapee), "the escapee outlived lastcall");
+    let log = run.stderr();
+    assert!(log.contains("sent SIGTERM to every remaining process"), "{log}");
+    assert!(log.contains("grace expired: sent SIGKILL"), "{log}");
+}
+
+#[test]
 fn workers_left_behind_by_the_main_child_get_the_stop_signal_and_time_to_finish() {
     let dir = scratch("linger");
     let out = dir.join("report");
