@@ -153,6 +153,13 @@ struct Supervisor {
 impl Supervisor {
     fn event_loop(&mut self) -> i32 {
         loop {
+            // Nothing but signals to wait for: sleep in read() itself, one syscall a wake-up.
+            if self.state.deadline().is_none() && self.notify.is_none() && self.health.is_none() {
+                if let Some(code) = self.read_and_handle_signals() {
+                    return code;
+                }
+                continue;
+            }
             let now = Instant::now();
             if self.state.deadline().is_some_and(|d| now >= d) {
                 if let Some(code) = self.handle(Event::Deadline, now) {
@@ -165,14 +172,6 @@ impl Supervisor {
                 .flatten()
                 .min();
             let timeout = deadline.map_or(PollTimeout::NONE, |d| timeout_until(d, now));
-
-            // Nothing but signals to wait for: sleep in read() itself.
-            if deadline.is_none() && self.notify.is_none() && self.health.is_none() {
-                if let Some(code) = self.read_and_handle_signals() {
-                    return code;
-                }
-                continue;
-            }
 
             let (signals_ready, notify_ready, health_ready) = {
                 let mut fds: Vec<BorrowedFd> = vec![self.signalfd.as_fd()];
