@@ -33,12 +33,7 @@ pub fn spawn(launch: &Launch) -> Result<Pid, Error> {
     if launch.detach == Detach::Group && !take_terminal && !listen_pid_is_ours {
         return spawn_cheap(&argv, &env).map_err(|errno| exec_error(errno.into()));
     }
-    let env = if listen_pid_is_ours {
-        env
-    } else {
-        env.into_iter().filter(|e| !e.as_bytes().starts_with(b"LISTEN_PID=")).collect()
-    };
-    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal);
+    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, listen_pid_is_ours);
     let pid = sys::fork_exec(&mut plan).map_err(exec_error)?;
     Ok(Pid::from_raw(pid))
 }

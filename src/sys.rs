@@ -76,9 +76,11 @@ pub struct ExecPlan {
 const LISTEN_PID_PREFIX: &[u8] = b"LISTEN_PID=";
 
 impl ExecPlan {
-    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool) -> ExecPlan {
+    /// With `name_listen_pid`, the child's `LISTEN_PID=` entry is rewritten to its own pid.
+    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool, name_listen_pid: bool) -> ExecPlan {
         let mut envp: Vec<Vec<u8>> = env.into_iter().map(CString::into_bytes_with_nul).collect();
-        let listen_pid_slot = envp.iter().position(|e| e.starts_with(LISTEN_PID_PREFIX));
+        let listen_pid_slot =
+            if name_listen_pid { envp.iter().position(|e| e.starts_with(LISTEN_PID_PREFIX)) } else { None };
         if let Some(i) = listen_pid_slot {
             // Room for any pid and the NUL, written by the child.
             envp[i] = [LISTEN_PID_PREFIX, &[0u8; 12]].concat();
@@ -235,5 +237,32 @@ impl SignalBatch {
                 return Err(err);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids_are_written_in_decimal_with_a_nul() {
+        for (pid, text) in [(1u32, "1"), (4194304, "4194304"), (u32::MAX, "4294967295")] {
+            let mut buf = [0xffu8; 12];
+            // SAFETY: the buffer holds the 12 bytes write_decimal may write.
+            unsafe { write_decimal(buf.as_mut_ptr(), pid) };
+            let end = buf.iter().position(|&b| b == 0).unwrap();
+            assert_eq!(&buf[..end], text.as_bytes());
+        }
+    }
+
+    #[test]
+    fn the_listen_pid_slot_is_only_made_when_asked_for() {
+        let env = || vec![CString::new("A=1").unwrap(), CString::new("LISTEN_PID=99").unwrap()];
+        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, true);
+        assert_eq!(plan.listen_pid_slot, Some(1));
+        assert_eq!(plan.envp[1].len(), LISTEN_PID_PREFIX.len() + 12);
+        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, false);
+        assert_eq!(plan.listen_pid_slot, None);
+        assert_eq!(plan.envp[1], b"LISTEN_PID=99\0");
     }
 }
