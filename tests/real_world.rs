@@ -328,12 +328,13 @@ backend app
     conf
 }
 
-fn haproxy_command(dir: &Path, command: &str) -> String {
-    let mut s = UnixStream::connect(dir.join("haproxy.sock")).unwrap();
-    writeln!(s, "{command}").unwrap();
+/// A command on HAProxy's admin socket; None until the socket is there.
+fn haproxy_command(dir: &Path, command: &str) -> Option<String> {
+    let mut s = UnixStream::connect(dir.join("haproxy.sock")).ok()?;
+    writeln!(s, "{command}").ok()?;
     let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    answer
+    s.read_to_string(&mut answer).ok()?;
+    Some(answer)
 }
 
 #[test]
@@ -356,7 +357,7 @@ fn a_rolling_restart_behind_haproxy_sees_zero_failures() {
     let _haproxy = Proc::spawn("haproxy", &mut haproxy_cmd);
     wait_accepting(proxy_port, "haproxy to listen");
     wait_until(10 * SEC, "haproxy to see both servers up", || {
-        let answer = haproxy_command(&dir, "show servers state app");
+        let answer = haproxy_command(&dir, "show servers state app")?;
         let up = answer.lines().filter(|l| l.split_whitespace().nth(5) == Some("2")).count();
         (up == 2).then_some(())
     });
@@ -384,7 +385,7 @@ fn a_rolling_restart_behind_haproxy_sees_zero_failures() {
     // The deploy: a new instance c comes up and is put in rotation once it listens; then the
     // old instance a is stopped through lastcall's handshake alone.
     let c = start_app(c_port, true, "0.2", Some(&refs(&c_args)), &dir.join("c.log"));
-    haproxy_command(&dir, "enable server app/c");
+    wait_until(5 * SEC, "HAProxy to take c into rotation", || haproxy_command(&dir, "enable server app/c"));
     let stop_sent = Instant::now();
     kill(a.namespace_init(), libc::SIGTERM);
     assert_eq!(a.wait(20 * SEC), 0, "a drained and exited cleanly");
