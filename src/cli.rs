@@ -274,7 +274,11 @@ fn help_text() -> String {
         if let Some(value) = opt.value {
             spelling = format!("{spelling} {value}");
         }
-        text.push_str(&format!(" {spelling:<34}{}\n", opt.help));
+        if spelling.len() < 34 {
+            text.push_str(&format!(" {spelling:<34}{}\n", opt.help));
+        } else {
+            text.push_str(&format!(" {spelling}\n {:<34}{}\n", "", opt.help));
+        }
         if let Some(env) = opt.env {
             text.push_str(&format!(" {:<34}[env: {env}]\n", ""));
         }
