@@ -198,13 +198,33 @@ impl Drop for Run {
     fn drop(&mut self) {
         if !self.try_exited() {
             if self.pid > 0 {
-                // SAFETY: kill takes plain integers.
-                unsafe { libc::kill(self.pid, libc::SIGKILL) };
+                // A plain lastcall's descendants would outlive a SIGKILL to lastcall alone.
+                for pid in descendants(self.pid).into_iter().chain([self.pid]) {
+                    // SAFETY: kill takes plain integers.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
             }
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
     }
+}
+
+/// Every descendant of `pid`, from /proc's children lists.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let tasks = fs::read_dir(format!("/proc/{p}/task")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
+        for task in tasks {
+            let kids = fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for kid in kids.split_whitespace().filter_map(|k| k.parse::<i32>().ok()) {
+                found.push(kid);
+                todo.push(kid);
+            }
+        }
+    }
+    found
 }
 
 /// Runs lastcall to completion with no input and returns (exit code, stdout, stderr).
