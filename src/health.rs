@@ -12,6 +12,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use log::debug;
+use nix::poll::PollFlags;
 
 pub const MAX_CONNECTIONS: usize = 64;
 pub const MAX_REQUEST: usize = 4096;
@@ -20,7 +21,13 @@ pub const TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Health {
     listener: TcpListener,
     conns: Vec<Conn>,
+    /// After accept() fails (out of fds), the listener is left alone until then: it stays
+    /// readable, and polling it would spin.
+    accept_paused_until: Option<Instant>,
 }
+
+/// How long accepting pauses after accept() fails.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 struct Conn {
     stream: TcpStream,
@@ -39,16 +46,19 @@ impl Health {
         // std's sockets are close-on-exec, so the child never inherits them.
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
-        Ok(Health { listener, conns: Vec::new() })
+        Ok(Health { listener, conns: Vec::new(), accept_paused_until: None })
     }
 
-    /// The sockets to poll for input: the listener first, then each connection.
-    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        std::iter::once(self.listener.as_fd()).chain(self.conns.iter().map(|c| c.stream.as_fd()))
+    /// The sockets to poll, and for what: the listener first (for nothing while accepting is
+    /// paused), then each connection.
+    pub fn fds(&self) -> impl Iterator<Item = (BorrowedFd<'_>, PollFlags)> {
+        let listen = if self.accept_paused_until.is_some() { PollFlags::empty() } else { PollFlags::POLLIN };
+        std::iter::once((self.listener.as_fd(), listen))
+            .chain(self.conns.iter().map(|c| (c.stream.as_fd(), PollFlags::POLLIN)))
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.conns.iter().map(|c| c.deadline).min()
+        self.conns.iter().map(|c| c.deadline).chain(self.accept_paused_until).min()
     }
 
     /// Serves what is readable (`readable[i]` for the i-th fd of `fds()`), drops timed-out
@@ -62,7 +72,10 @@ impl Health {
                 self.conns.swap_remove(i);
             }
         }
-        if listener_ready {
+        if self.accept_paused_until.is_some_and(|until| now >= until) {
+            self.accept_paused_until = None;
+        }
+        if listener_ready && self.accept_paused_until.is_none() {
             self.accept(now);
         }
     }
@@ -82,8 +95,13 @@ impl Health {
                     self.conns.push(Conn { stream, request: Vec::new(), deadline: now + TIMEOUT });
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // WouldBlock: all accepted. Others (EMFILE...) must not spin the loop either.
-                Err(_) => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // EMFILE and the like: the connection stays queued, so back off for a moment.
+                Err(e) => {
+                    debug!("health: accept failed ({e}); pausing for {ACCEPT_BACKOFF:?}");
+                    self.accept_paused_until = Some(now + ACCEPT_BACKOFF);
+                    return;
+                }
             }
         }
     }

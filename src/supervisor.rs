@@ -174,14 +174,14 @@ impl Supervisor {
             let timeout = deadline.map_or(PollTimeout::NONE, |d| timeout_until(d, now));
 
             let (signals_ready, notify_ready, health_ready) = {
-                let mut fds: Vec<BorrowedFd> = vec![self.signalfd.as_fd()];
+                let mut fds: Vec<(BorrowedFd, PollFlags)> = vec![(self.signalfd.as_fd(), PollFlags::POLLIN)];
                 if let Some(n) = &self.notify {
-                    fds.push(n.fd());
+                    fds.push((n.fd(), PollFlags::POLLIN));
                 }
                 if let Some(h) = &self.health {
                     fds.extend(h.fds());
                 }
-                let mut pollfds: Vec<PollFd> = fds.into_iter().map(|fd| PollFd::new(fd, PollFlags::POLLIN)).collect();
+                let mut pollfds: Vec<PollFd> = fds.into_iter().map(|(fd, events)| PollFd::new(fd, events)).collect();
                 match poll(&mut pollfds, timeout) {
                     Ok(_) | Err(Errno::EINTR) => {}
                     Err(e) => warn!("poll failed: {e}"),

@@ -233,6 +233,37 @@ fn the_health_endpoint_bounds_size_time_and_connections() {
 }
 
 #[test]
+fn running_out_of_file_descriptors_does_not_make_lastcall_spin() {
+    fn few_fds() -> std::io::Result<()> {
+        let limit = libc::rlimit { rlim_cur: 8, rlim_max: 8 };
+        // SAFETY: setrlimit reads the struct on this stack; async-signal-safe.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+        Ok(())
+    }
+    let dir = scratch("emfile");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut spec = Spec::new(Mode::Plain, &dir, &["--health-listen", &listen, "--", "sleep", "30"]);
+    spec.pre_exec = Some(few_fds);
+    let mut run = spec.start();
+    wait_listening(port);
+    // More idle connections than lastcall has fds for: accept() fails with EMFILE.
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let _idle: Vec<TcpStream> = (0..10).filter_map(|_| TcpStream::connect(addr).ok()).collect();
+    let cpu = |pid: i32| -> u64 {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let f: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap() // utime + stime, in ticks
+    };
+    let before = cpu(run.pid);
+    std::thread::sleep(SEC); // the measurement: one second with a connection it cannot accept
+    let used = cpu(run.pid) - before;
+    assert!(used < 20, "lastcall used {used} ticks of CPU in 1s: it spins on the listener");
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(5 * SEC), 143);
+}
+
+#[test]
 fn a_term_to_quit_rewrite_reaches_the_app_as_quit() {
     let dir = scratch("rewrite");
     let out = dir.join("report");
