@@ -121,7 +121,7 @@ pub enum Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Note {
     Received(Sig),
-    PreStopStarted(Duration),
+    PreStopStarted,
     PreStopEnded,
     PreStopCut,
 }
@@ -198,7 +198,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
         Event::Signal(sig) if policy.is_termination(sig) => match state.phase {
             Running if policy.pre_stop > Duration::ZERO => (
                 PreStop { until: now + policy.pre_stop, pending: sig },
-                Actions::of(&[Some(received(sig)), Some(Unready), Some(Timeline(Note::PreStopStarted(policy.pre_stop)))]),
+                Actions::of(&[Some(received(sig)), Some(Unready), Some(Timeline(Note::PreStopStarted))]),
             ),
             Running => (
                 Draining { until: policy.grace_deadline(now) },

@@ -337,7 +337,9 @@ impl Supervisor {
         let at = format_elapsed(now.duration_since(*t));
         match note {
             Note::Received(sig) => info!("{at} received {sig}"),
-            Note::PreStopStarted(d) => info!("{at} pre-stop: the app keeps running for {}", format_elapsed_bare(d)),
+            Note::PreStopStarted => {
+                info!("{at} pre-stop: the app keeps running for {}", format_elapsed_bare(self.policy.pre_stop))
+            }
             Note::PreStopEnded => info!("{at} pre-stop ended"),
             Note::PreStopCut => info!("{at} pre-stop cut short"),
         }
