@@ -84,15 +84,30 @@ fn the_ready_file_appears_once_the_app_runs_and_goes_at_the_first_signal() {
     assert!(!ready.exists());
 }
 
-#[test]
-fn ready_flips_to_503_at_the_first_signal_while_live_stays_200_through_the_drain() {
-    let dir = scratch("health");
+/// lastcall with a health endpoint on a free port around a fixture mode, once both are up.
+struct WithHealth {
+    run: Run,
+    out: std::path::PathBuf,
+    port: u16,
+    listen: String,
+}
+
+fn with_health(name: &str, opts: &[&str], fixture_args: (&str, &[&str])) -> WithHealth {
+    let dir = scratch(name);
     let out = dir.join("report");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let mut run = start(Mode::Pid1, &dir, &["--health-listen", &listen, "--pre-stop", "1s"], py("slow-term", &out, &["1.5"]));
+    let mut all = vec!["--health-listen", listen.as_str()];
+    all.extend_from_slice(opts);
+    let run = start(Mode::Pid1, &dir, &all, py(fixture_args.0, &out, fixture_args.1));
     wait_line(&out, "child ready", 10 * SEC);
     wait_listening(port);
+    WithHealth { run, out, port, listen }
+}
+
+#[test]
+fn ready_flips_to_503_at_the_first_signal_while_live_stays_200_through_the_drain() {
+    let WithHealth { mut run, out, port, listen } = with_health("health", &["--pre-stop", "1s"], ("slow-term", &["1.5"]));
     assert_eq!(http_status(port, "/ready"), Some(200));
     assert_eq!(http_status(port, "/nope"), Some(404));
     assert_eq!(probe(&["ready", "--health-listen", &listen]), 0);
@@ -122,13 +137,7 @@ fn ready_flips_to_503_at_the_first_signal_while_live_stays_200_through_the_drain
 
 #[test]
 fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
-    let dir = scratch("slowloris");
-    let out = dir.join("report");
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut run = start(Mode::Pid1, &dir, &["--health-listen", &listen, "--grace", "1s"], py("record", &out, &["keep"]));
-    wait_line(&out, "child ready", 10 * SEC);
-    wait_listening(port);
+    let WithHealth { mut run, out, port, .. } = with_health("slowloris", &["--grace", "1s"], ("record", &["keep"]));
 
     // Forwarding latency: signal sent to lastcall → handler entered in the child.
     let measure = |n: usize| -> Vec<Duration> {
@@ -194,12 +203,7 @@ fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
 
 #[test]
 fn the_health_endpoint_bounds_size_time_and_connections() {
-    let dir = scratch("bounds");
-    let out = dir.join("report");
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let _run = start(Mode::Plain, &dir, &["--health-listen", &listen], py("record", &out, &[]));
-    wait_listening(port);
+    let WithHealth { run: _run, port, .. } = with_health("bounds", &[], ("record", &[]));
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let read_all = |s: &mut TcpStream| {
         s.set_read_timeout(Some(10 * SEC)).unwrap();
