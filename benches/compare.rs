@@ -87,6 +87,20 @@ fn pin_self(cpu: Option<usize>, cpus: usize) {
     }
 }
 
+/// A permutation of 0..n that changes from turn to turn, so that no init always follows the same
+/// one (xorshift, seeded by the turn).
+fn turn_order(n: usize, turn: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = (turn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
 fn kill(pid: i32, sig: i32) -> bool {
     // SAFETY: kill takes plain integers.
     unsafe { libc::kill(pid, sig) == 0 }
@@ -237,14 +251,22 @@ fn main() {
                 pinned[i] = Some(start_one(&inits[i], Some(init_cpu)));
             }
             for round in 0..signals / inits.len() {
-                for k in 0..inits.len() {
-                    let i = (k + round) % inits.len();
+                for i in turn_order(inits.len(), session * 7919 + round) {
                     let Some((_, pid, out)) = pinned[i].as_mut() else { continue };
                     let sent = monotonic_ns();
                     kill(*pid, libc::SIGUSR1);
                     let mut buf = [0u8; 8];
                     out.read_exact(&mut buf).unwrap();
                     latency[i].push((u64::from_ne_bytes(buf).saturating_sub(sent)) as f64 / 1000.0);
+                    // The child's handler has run, but it and the init may still have a few µs
+                    // left before they sleep again. perf sched showed that tail running inside
+                    // the next init's measurement, so each init paid for its predecessor's.
+                    // Let it finish first, yielding rather than sleeping: an idle core would
+                    // start the next measurement with cold caches.
+                    let settle = Instant::now();
+                    while settle.elapsed() < Duration::from_micros(200) {
+                        std::thread::yield_now();
+                    }
                 }
             }
             for (mut child, pid, _) in pinned.into_iter().flatten() {
