@@ -57,10 +57,16 @@ impl Policy {
 
     /// What is forwarded for `received`, if anything.
     fn rewritten(&self, received: Sig) -> Option<Sig> {
+        self.rewritten_or(received, received)
+    }
+
+    /// What `--rewrite` makes of `received`, or `default` when no rule names it; `None` when a
+    /// rule drops it (TO = 0).
+    pub fn rewritten_or(&self, received: Sig, default: Sig) -> Option<Sig> {
         match self.rewrite.iter().find(|(from, _)| *from == received) {
             Some(&(_, Sig(0))) => None,
             Some(&(_, to)) => Some(to),
-            None => Some(received),
+            None => Some(default),
         }
     }
 
@@ -270,7 +276,7 @@ mod tests {
             pre_stop: S * pre_stop as u32,
             grace: (grace > 0).then(|| S * grace as u32),
             stop_signal: None,
-            termination: vec![Sig::TERM, Sig::INT, Sig::QUIT],
+            termination: Sig::TERMINATION.to_vec(),
             rewrite: vec![],
             kill_wait: S * 3,
         }

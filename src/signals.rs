@@ -23,6 +23,9 @@ impl Sig {
     pub const TTOU: Sig = Sig(libc::SIGTTOU);
     pub const TSTP: Sig = Sig(libc::SIGTSTP);
 
+    /// The signals that start the shutdown (and end pause mode).
+    pub const TERMINATION: [Sig; 3] = [Sig::TERM, Sig::INT, Sig::QUIT];
+
     /// The name without the `SIG` prefix, e.g. `TERM` or `RTMIN+3`.
     pub fn name(self) -> Option<String> {
         if let Some(&(name, _)) = NAMES.iter().find(|&&(_, n)| n == self.0) {

@@ -91,7 +91,7 @@ pub fn run(config: Config) -> Result<i32, Error> {
         pre_stop: config.pre_stop,
         grace: config.grace,
         stop_signal: config.stop_signal,
-        termination: vec![Sig::TERM, Sig::INT, Sig::QUIT],
+        termination: Sig::TERMINATION.to_vec(),
         rewrite: config.rewrite.clone(),
         kill_wait: KILL_WAIT,
     };
@@ -124,7 +124,7 @@ fn pause(signalfd: &SignalFd) -> i32 {
                 Sig::CHLD => {
                     reap::reap_all(Pid::from_raw(0), |_, _| {});
                 }
-                Sig::TERM | Sig::INT | Sig::QUIT => return 0,
+                sig if Sig::TERMINATION.contains(&sig) => return 0,
                 _ => {}
             }
         }
@@ -259,16 +259,13 @@ impl Supervisor {
     /// dumb-init's rule: forward the stop (as SIGSTOP unless rewritten), then stop ourselves,
     /// so that Ctrl-Z in a shell suspends the whole job. SIGCONT is forwarded as usual.
     fn stop_for_job_control(&self, sig: Sig) {
-        let target = match self.policy.rewrite.iter().find(|(from, _)| *from == sig) {
-            Some(&(_, to)) => to,
-            None => Sig(libc::SIGSTOP),
-        };
-        if target.0 != 0 {
+        if let Some(target) = self.policy.rewritten_or(sig, Sig(libc::SIGSTOP)) {
             if let Err(e) = self.send_to_child(target) {
                 debug!("cannot send {target} to the child: {e}");
             }
+            debug!("{sig}: stopped the child with {target}");
         }
-        debug!("{sig}: stopped the child with {target}, stopping lastcall");
+        debug!("{sig}: stopping lastcall");
         let _ = sys::kill(self.me.as_raw(), Sig(libc::SIGSTOP));
     }
 
@@ -381,7 +378,7 @@ impl Supervisor {
             return;
         }
         let _ = sys::kill(-self.child.as_raw(), sig);
-        for (pid, _) in self.descendants_in_view() {
+        for (pid, _) in self.descendants_in_view().unwrap_or_default() {
             let _ = sys::kill(pid, sig);
         }
     }
@@ -390,23 +387,27 @@ impl Supervisor {
     /// away), which has had its stop signal already.
     fn signal_others(&self, sig: Sig, now: Instant) {
         info!("{}sent {sig} to the processes outside the app's group", self.elapsed(now));
-        if self.pid1 && !proc_is_ours(self.me) {
-            // Without our own /proc nobody can be told apart: better twice than never.
-            let _ = sys::kill(-1, sig);
-            return;
-        }
-        for (pid, pgrp) in self.descendants_in_view() {
-            if pgrp != self.child.as_raw() {
-                let _ = sys::kill(pid, sig);
+        match self.descendants_in_view() {
+            Some(processes) => {
+                for (pid, pgrp) in processes {
+                    if pgrp != self.child.as_raw() {
+                        let _ = sys::kill(pid, sig);
+                    }
+                }
             }
+            // As PID 1 without our own /proc nobody can be told apart: better twice than never.
+            None if self.pid1 => {
+                let _ = sys::kill(-1, sig);
+            }
+            None => {}
         }
     }
 
     /// (pid, process group) of what lastcall can see of its own: as PID 1 every process of the
-    /// namespace, otherwise its direct children. Empty if /proc is another namespace's.
-    fn descendants_in_view(&self) -> Vec<(libc::pid_t, libc::pid_t)> {
+    /// namespace, otherwise its direct children. None if /proc is another namespace's.
+    fn descendants_in_view(&self) -> Option<Vec<(libc::pid_t, libc::pid_t)>> {
         if !proc_is_ours(self.me) {
-            return vec![];
+            return None;
         }
         let pids: Vec<libc::pid_t> = if self.pid1 {
             std::fs::read_dir("/proc")
@@ -417,10 +418,12 @@ impl Supervisor {
                 .map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect())
                 .unwrap_or_default()
         };
-        pids.into_iter()
-            .filter(|&pid| pid != self.me.as_raw())
-            .filter_map(|pid| Some((pid, process_group(pid)?)))
-            .collect()
+        Some(
+            pids.into_iter()
+                .filter(|&pid| pid != self.me.as_raw())
+                .filter_map(|pid| Some((pid, process_group(pid)?)))
+                .collect(),
+        )
     }
 
     fn elapsed(&self, now: Instant) -> String {

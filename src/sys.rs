@@ -1,5 +1,6 @@
 //! The few calls that need `unsafe`: nix's safe wrappers take its `Signal` enum, which has no
-//! real-time signals, and a pre-exec hook is unsafe by nature.
+//! real-time signals; fork-to-exec must run on memory prepared before the fork; and the
+//! signalfd is read in batches into an uninitialised buffer.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
