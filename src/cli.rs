@@ -445,28 +445,13 @@ where
 
     // Process-group signalling, from the most specific source down.
     let dumb_init_setsid = env.bool("DUMB_INIT_SETSID")?;
-    let setsid = match line.last_of(&[Id::Setsid, Id::SingleChild]) {
-        Some(id) => id == Id::Setsid,
-        None => match env.bool("LASTCALL_SETSID")? {
-            Some(b) => b,
-            None => dumb_init_setsid == Some(true),
-        },
-    };
-    let single_child = match line.last_of(&[Id::SingleChild, Id::Group, Id::Setsid]) {
-        Some(id) => id == Id::SingleChild,
-        None => match env.bool("LASTCALL_SINGLE_CHILD")? {
-            Some(b) => b,
-            None => dumb_init_setsid == Some(false) || env.bool("TINI_KILL_PROCESS_GROUP")? == Some(false),
-        },
-    };
-    let subreaper = match line.last_of(&[Id::Subreaper, Id::NoSubreaper]) {
-        Some(id) => id == Id::Subreaper,
-        None => match env.bool("LASTCALL_SUBREAPER")? {
-            Some(b) => b,
-            None => env.bool("TINI_SUBREAPER")?.unwrap_or(true),
-        },
-    };
-    let warn_reaping = line.has(Id::WarnReaping) || env.bool("LASTCALL_WARN_REAPING")?.unwrap_or(false);
+    let setsid = switch(&line, &env, Id::Setsid, &[Id::SingleChild], |_| Ok(dumb_init_setsid == Some(true)))?;
+    let single_child = switch(&line, &env, Id::SingleChild, &[Id::Group, Id::Setsid], |env| {
+        Ok(dumb_init_setsid == Some(false) || env.bool("TINI_KILL_PROCESS_GROUP")? == Some(false))
+    })?;
+    let subreaper =
+        switch(&line, &env, Id::Subreaper, &[Id::NoSubreaper], |env| Ok(env.bool("TINI_SUBREAPER")?.unwrap_or(true)))?;
+    let warn_reaping = switch(&line, &env, Id::WarnReaping, &[], |_| Ok(false))?;
     let log_level = log_level(&line, &env)?;
 
     Ok(Parsed::Run(Config {
@@ -541,6 +526,28 @@ where
         Some(v) => check(&v).map(Some).map_err(|why| bad_value(name, &v, &why)),
         None => Ok(None),
     }
+}
+
+/// An on/off option: whichever of `on` and `off` came last on the command line, else `on`'s
+/// variable, else `fallback` (a peer's variable, or the default).
+fn switch<F>(
+    line: &CommandLine,
+    env: &Env<F>,
+    on: Id,
+    off: &[Id],
+    fallback: impl FnOnce(&Env<F>) -> Result<bool, Error>,
+) -> Result<bool, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let ids: Vec<Id> = std::iter::once(on).chain(off.iter().copied()).collect();
+    if let Some(id) = line.last_of(&ids) {
+        return Ok(id == on);
+    }
+    if let Some(b) = opt(on).env.map(|name| env.bool(name)).transpose()?.flatten() {
+        return Ok(b);
+    }
+    fallback(env)
 }
 
 /// A repeatable option: every flag's value, or else the variable's comma-separated list.
