@@ -31,6 +31,15 @@ fn start(mode: Mode, dir: &std::path::Path, argv: Vec<String>) -> Run {
     spec.start()
 }
 
+/// lastcall with `opts` around a fixture mode, once the fixture says it is ready; its report file.
+fn with_ready_fixture(name: &str, mode: Mode, opts: &[&str], fixture_mode: &str, extra: &[&str]) -> (Run, std::path::PathBuf) {
+    let dir = scratch(name);
+    let out = dir.join("report");
+    let run = start(mode, &dir, args(opts, py(fixture_mode, &out, extra)));
+    wait_line(&out, "child ready", 10 * SEC);
+    (run, out)
+}
+
 /// The monotonic time in a "ROLE signal N T" report line.
 fn signal_time(line: &str) -> u64 {
     line.split_whitespace().nth(3).unwrap().parse().unwrap()
@@ -38,10 +47,7 @@ fn signal_time(line: &str) -> u64 {
 
 #[test]
 fn every_forwarded_signal_reaches_the_child_and_a_grandchild_in_its_group() {
-    let dir = scratch("forward");
-    let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&[], py("record", &out, &["grandchild"])));
-    wait_line(&out, "child ready", 10 * SEC);
+    let (mut run, out) = with_ready_fixture("forward", Mode::Pid1, &[], "record", &["grandchild"]);
     wait_line(&out, "grandchild ready", 10 * SEC);
 
     let signals = [
@@ -149,10 +155,7 @@ fn hundreds_of_orphans_are_reaped_and_no_zombie_is_left() {
 
 #[test]
 fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
-    let dir = scratch("prestop");
-    let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&["-v", "--pre-stop", "1500ms"], py("record", &out, &[])));
-    wait_line(&out, "child ready", 10 * SEC);
+    let (mut run, out) = with_ready_fixture("prestop", Mode::Pid1, &["-v", "--pre-stop", "1500ms"], "record", &[]);
     let sent = monotonic_ns();
     run.signal(libc::SIGTERM);
     let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 10 * SEC);
@@ -169,10 +172,7 @@ fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
 
 #[test]
 fn a_second_termination_signal_cuts_the_pre_stop_short() {
-    let dir = scratch("prestop-skip");
-    let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&["--pre-stop", "30s"], py("record", &out, &[])));
-    wait_line(&out, "child ready", 10 * SEC);
+    let (mut run, out) = with_ready_fixture("prestop-skip", Mode::Pid1, &["--pre-stop", "30s"], "record", &[]);
     run.signal(libc::SIGTERM);
     // The first signal must not reach the app during the pre-stop...
     let deadline = Instant::now() + Duration::from_millis(300);
@@ -191,10 +191,7 @@ fn a_second_termination_signal_cuts_the_pre_stop_short() {
 
 #[test]
 fn a_term_ignoring_child_is_killed_at_the_grace_deadline_with_137() {
-    let dir = scratch("grace");
-    let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "1s"], py("ignore-term", &out, &[])));
-    wait_line(&out, "child ready", 10 * SEC);
+    let (mut run, _) = with_ready_fixture("grace", Mode::Pid1, &["--grace", "1s"], "ignore-term", &[]);
     let sent = Instant::now();
     run.signal(libc::SIGTERM);
     let code = run.wait(10 * SEC);
