@@ -314,17 +314,50 @@ fn remap_exit_turns_143_into_0() {
 
 #[test]
 fn single_child_mode_keeps_the_signal_from_the_grandchild() {
-    let dir = scratch("single");
-    let out = dir.join("report");
-    let run = start(Mode::Pid1, &dir, &["-c"], py("record", &out, &["grandchild", "keep"]));
-    wait_line(&out, "child ready", 10 * SEC);
-    wait_line(&out, "grandchild ready", 10 * SEC);
-    run.signal(libc::SIGUSR1);
-    wait_line(&out, &format!("child signal {} ", libc::SIGUSR1), 5 * SEC);
-    // An observation window for something that must not happen.
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(count_lines(&out, "grandchild signal"), 0, "{:?}", lines(&out));
-    run.signal(libc::SIGKILL);
+    // The flag, and the peers' variables that mean the same when set to 0.
+    let ways: [(&[&str], Option<(&str, &str)>); 3] =
+        [(&["-c"], None), (&[], Some(("DUMB_INIT_SETSID", "0"))), (&[], Some(("TINI_KILL_PROCESS_GROUP", "0")))];
+    for (opts, var) in ways {
+        let dir = scratch("single");
+        let out = dir.join("report");
+        let mut spec = Spec::new(Mode::Pid1, &dir, opts);
+        if let Some((name, value)) = var {
+            spec = spec.env(name, value);
+        }
+        spec.args.push("--".into());
+        spec.args.extend(py("record", &out, &["grandchild", "keep"]));
+        let run = spec.start();
+        wait_line(&out, "child ready", 10 * SEC);
+        wait_line(&out, "grandchild ready", 10 * SEC);
+        run.signal(libc::SIGUSR1);
+        wait_line(&out, &format!("child signal {} ", libc::SIGUSR1), 5 * SEC);
+        // An observation window for something that must not happen.
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(count_lines(&out, "grandchild signal"), 0, "{opts:?} {var:?}: {:?}", lines(&out));
+        run.signal(libc::SIGKILL);
+    }
+}
+
+#[test]
+fn tini_subreaper_0_means_no_subreaper() {
+    for (value, adopted) in [("1", true), ("0", false)] {
+        let dir = scratch("tini-subreaper");
+        let out = dir.join("report");
+        let mut spec = Spec::new(Mode::Plain, &dir, &[]).env("TINI_SUBREAPER", value);
+        spec.args.push("--".into());
+        spec.args.extend(py("daemon", &out, &[]));
+        let run = spec.start();
+        let daemon: i32 = wait_line(&out, "daemon ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
+        // "child ready" comes after the main child has reaped the daemon's parent, so the
+        // daemon has been re-parented by then.
+        wait_line(&out, "child ready", 10 * SEC);
+        let stat = fs::read_to_string(format!("/proc/{daemon}/stat")).unwrap();
+        let ppid: i32 = stat.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(ppid == run.pid, adopted, "TINI_SUBREAPER={value}: daemon's parent {ppid}, lastcall {}", run.pid);
+        // SAFETY: kill takes plain integers; the daemon is not lastcall's when not adopted.
+        unsafe { libc::kill(daemon, libc::SIGKILL) };
+        run.signal(libc::SIGKILL);
+    }
 }
 
 #[test]
