@@ -20,7 +20,6 @@
 //! | Draining   | deadline                        | Killing(kill wait)  | SignalAll(KILL)              |
 //! | Killing    | term t                          | Killing (same)      | -                            |
 //! | Killing    | deadline                        | Exited              | Exit(main's code, else 137)  |
-//! | any live   | other signal s                  | same                | Forward(rw(s))               |
 //! | any live   | main exited, no others          | Exited              | Exit(main's code)            |
 //! | Running    | main exited, others             | Draining(grace)     | Unready, SignalAll(stop(TERM)) |
 //! | PreStop    | main exited, others             | Draining(grace)     | SignalAll(stop(pending))     |
@@ -31,10 +30,14 @@
 //!
 //! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
 //! the ready file, answer 503, tell systemd STOPPING=1) comes first, before any signal.
+//!
+//! Every other signal is forwarded as rw(s) in every live phase and changes nothing here, so it
+//! never reaches `step()`: `signals::Routes` sends it on with one table lookup, without reading
+//! the clock.
 
 use std::time::{Duration, Instant};
 
-use crate::signals::Sig;
+use crate::signals::{self, Sig};
 
 /// What the machine needs from the configuration.
 #[derive(Clone, Debug)]
@@ -43,7 +46,6 @@ pub struct Policy {
     /// `None`: never escalate to SIGKILL.
     pub grace: Option<Duration>,
     pub stop_signal: Option<Sig>,
-    pub termination: Vec<Sig>,
     /// Received → forwarded; `Sig(0)` drops.
     pub rewrite: Vec<(Sig, Sig)>,
     /// How long to wait for SIGKILLed processes to be reaped before giving up on them.
@@ -51,27 +53,9 @@ pub struct Policy {
 }
 
 impl Policy {
-    fn is_termination(&self, sig: Sig) -> bool {
-        self.termination.contains(&sig)
-    }
-
-    /// What is forwarded for `received`, if anything.
-    fn rewritten(&self, received: Sig) -> Option<Sig> {
-        self.rewritten_or(received, received)
-    }
-
-    /// What `--rewrite` makes of `received`, or `default` when no rule names it; `None` when a
-    /// rule drops it (TO = 0).
-    pub fn rewritten_or(&self, received: Sig, default: Sig) -> Option<Sig> {
-        match self.rewrite.iter().find(|(from, _)| *from == received) {
-            Some(&(_, Sig(0))) => None,
-            Some(&(_, to)) => Some(to),
-            None => Some(default),
-        }
-    }
-
+    /// What the shutdown sends for the termination signal `received`, if anything.
     fn stop(&self, received: Sig) -> Option<Sig> {
-        self.stop_signal.or_else(|| self.rewritten(received))
+        self.stop_signal.or_else(|| signals::rewritten_or(&self.rewrite, received, received))
     }
 
     fn grace_deadline(&self, now: Instant) -> Option<Instant> {
@@ -114,8 +98,8 @@ impl State {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A signal for the child (never CHLD, TTIN or TTOU: those are handled before).
-    Signal(Sig),
+    /// A termination signal: TERM, INT or QUIT.
+    Termination(Sig),
     /// `now` has reached `State::deadline()`.
     Deadline,
     /// One or more children were reaped. `main` is the main child's mapped exit code if it was
@@ -201,7 +185,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
     let signal_all = |sig: Option<Sig>| sig.map(SignalAll);
     let received = |sig| Timeline(Note::Received(sig));
     let (phase, actions): (Phase, Actions) = match event {
-        Event::Signal(sig) if policy.is_termination(sig) => match state.phase {
+        Event::Termination(sig) => match state.phase {
             Running if policy.pre_stop > Duration::ZERO => (
                 PreStop { until: now + policy.pre_stop, pending: sig },
                 Actions::of(&[Some(received(sig)), Some(Unready), Some(Timeline(Note::PreStopStarted))]),
@@ -220,7 +204,6 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
             Draining { .. } => (state.phase, Actions::of(&[Some(received(sig)), signal_all(policy.stop(sig))])),
             Killing { .. } | Exited => (state.phase, Actions::of(&[Some(received(sig))])),
         },
-        Event::Signal(sig) => (state.phase, Actions::of(&[forward(policy.rewritten(sig))])),
 
         Event::Deadline => match state.phase {
             PreStop { pending, .. } => (
@@ -276,7 +259,6 @@ mod tests {
             pre_stop: S * pre_stop as u32,
             grace: (grace > 0).then(|| S * grace as u32),
             stop_signal: None,
-            termination: Sig::TERMINATION.to_vec(),
             rewrite: vec![],
             kill_wait: S * 3,
         }
@@ -293,7 +275,7 @@ mod tests {
     #[test]
     fn term_without_pre_stop_forwards_at_once_and_arms_grace() {
         let t0 = Instant::now();
-        let (s, a) = step(State::START, Event::Signal(Sig::TERM), t0, &policy(0, 10));
+        let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(0, 10));
         assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
         assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Unready, Forward(Sig::TERM)]);
         assert_eq!(s.deadline(), Some(t0 + S * 10));
@@ -302,7 +284,7 @@ mod tests {
     #[test]
     fn term_with_pre_stop_leaves_the_app_untouched() {
         let t0 = Instant::now();
-        let (s, a) = step(State::START, Event::Signal(Sig::INT), t0, &policy(2, 10));
+        let (s, a) = step(State::START, Event::Termination(Sig::INT), t0, &policy(2, 10));
         assert_eq!(s, at(PreStop { until: t0 + S * 2, pending: Sig::INT }));
         assert!(a.iter().all(|a| matches!(a, Timeline(_) | Unready)), "{a:?}");
         assert!(a.contains(&Unready), "readiness goes before the pre-stop starts");
@@ -322,7 +304,7 @@ mod tests {
     fn second_term_cuts_the_pre_stop_short() {
         let t0 = Instant::now();
         let s = at(PreStop { until: t0 + S * 2, pending: Sig::TERM });
-        let (s, a) = step(s, Event::Signal(Sig::INT), t0 + S, &policy(2, 10));
+        let (s, a) = step(s, Event::Termination(Sig::INT), t0 + S, &policy(2, 10));
         assert_eq!(s, at(Draining { until: Some(t0 + S * 11) }));
         assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
         assert!(a.contains(&Timeline(Note::PreStopCut)));
@@ -332,7 +314,7 @@ mod tests {
     fn stop_signal_rewrites_what_is_forwarded() {
         let t0 = Instant::now();
         let p = Policy { stop_signal: Some(Sig::QUIT), ..policy(0, 10) };
-        let (_, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        let (_, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
         assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
         let s = at(PreStop { until: t0, pending: Sig::INT });
         let (_, a) = step(s, Event::Deadline, t0, &p);
@@ -343,7 +325,7 @@ mod tests {
     fn term_during_grace_is_forwarded_again_without_moving_the_deadline() {
         let t0 = Instant::now();
         let s = at(Draining { until: Some(t0 + S * 10) });
-        let (s2, a) = step(s, Event::Signal(Sig::TERM), t0 + S, &policy(0, 10));
+        let (s2, a) = step(s, Event::Termination(Sig::TERM), t0 + S, &policy(0, 10));
         assert_eq!(s2, s);
         assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
     }
@@ -352,7 +334,7 @@ mod tests {
     fn term_while_only_others_linger_goes_to_everyone() {
         let t0 = Instant::now();
         let s = exited_main(Draining { until: Some(t0 + S) }, 0);
-        let (s2, a) = step(s, Event::Signal(Sig::TERM), t0, &policy(0, 10));
+        let (s2, a) = step(s, Event::Termination(Sig::TERM), t0, &policy(0, 10));
         assert_eq!(s2, s);
         assert_eq!(a.last(), Some(&SignalAll(Sig::TERM)));
     }
@@ -369,7 +351,7 @@ mod tests {
     #[test]
     fn zero_grace_never_escalates() {
         let t0 = Instant::now();
-        let (s, _) = step(State::START, Event::Signal(Sig::TERM), t0, &policy(0, 0));
+        let (s, _) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(0, 0));
         assert_eq!(s, at(Draining { until: None }));
         assert_eq!(s.deadline(), None);
     }
@@ -378,7 +360,7 @@ mod tests {
     fn killing_ignores_termination_and_gives_up_after_kill_wait() {
         let t0 = Instant::now();
         let s = at(Killing { until: t0 });
-        let (s2, a) = step(s, Event::Signal(Sig::TERM), t0, &policy(0, 10));
+        let (s2, a) = step(s, Event::Termination(Sig::TERM), t0, &policy(0, 10));
         assert_eq!(s2, s);
         assert!(a.iter().all(|a| matches!(a, Timeline(_))));
         let (s3, a) = step(s, Event::Deadline, t0, &policy(0, 10));
@@ -386,21 +368,6 @@ mod tests {
         assert_eq!(a, vec![Exit(KILLED_CODE)]);
         let (_, a) = step(exited_main(Killing { until: t0 }, 3), Event::Deadline, t0, &policy(0, 10));
         assert_eq!(a, vec![Exit(3)]);
-    }
-
-    #[test]
-    fn other_signals_are_forwarded_in_every_live_phase() {
-        let t0 = Instant::now();
-        for phase in [
-            Running,
-            PreStop { until: t0, pending: Sig::TERM },
-            Draining { until: None },
-            Killing { until: t0 },
-        ] {
-            let (s, a) = step(at(phase), Event::Signal(Sig(libc::SIGHUP)), t0, &policy(1, 1));
-            assert_eq!(s, at(phase));
-            assert_eq!(a, vec![Forward(Sig(libc::SIGHUP))]);
-        }
     }
 
     #[test]
@@ -481,8 +448,7 @@ mod tests {
         let t0 = Instant::now();
         let s = exited_main(Exited, 0);
         for ev in [
-            Event::Signal(Sig::TERM),
-            Event::Signal(Sig(libc::SIGHUP)),
+            Event::Termination(Sig::TERM),
             Event::Deadline,
             Event::Reaped { main: None, children_left: false },
         ] {
@@ -493,20 +459,15 @@ mod tests {
     #[test]
     fn rewrites_apply_to_what_is_forwarded_not_to_when_shutdown_starts() {
         let t0 = Instant::now();
-        let p = Policy {
-            rewrite: vec![(Sig::TERM, Sig::QUIT), (Sig(libc::SIGHUP), Sig(0)), (Sig(libc::SIGUSR1), Sig(libc::SIGUSR2))],
-            ..policy(0, 10)
-        };
-        let (s, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        let p = Policy { rewrite: vec![(Sig::TERM, Sig::QUIT), (Sig(libc::SIGHUP), Sig(0))], ..policy(0, 10) };
+        let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
         assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }), "TERM still starts the shutdown");
         assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
-        let (_, a) = step(State::START, Event::Signal(Sig(libc::SIGHUP)), t0, &p);
-        assert_eq!(a, vec![], "rewritten to 0: dropped");
-        let (_, a) = step(State::START, Event::Signal(Sig(libc::SIGUSR1)), t0, &p);
-        assert_eq!(a, vec![Forward(Sig(libc::SIGUSR2))]);
+        let (_, a) = step(State::START, Event::Termination(Sig::INT), t0, &p);
+        assert_eq!(a.last(), Some(&Forward(Sig::INT)), "no rule: forwarded as received");
         // --stop-signal wins over a rewrite of the termination signal.
         let p = Policy { stop_signal: Some(Sig::INT), ..p };
-        let (_, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        let (_, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
         assert_eq!(a.last(), Some(&Forward(Sig::INT)));
     }
 
@@ -514,7 +475,7 @@ mod tests {
     fn a_dropped_termination_signal_still_arms_the_deadline() {
         let t0 = Instant::now();
         let p = Policy { rewrite: vec![(Sig::TERM, Sig(0))], ..policy(0, 10) };
-        let (s, a) = step(State::START, Event::Signal(Sig::TERM), t0, &p);
+        let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
         assert_eq!(s.deadline(), Some(t0 + S * 10));
         assert!(!a.iter().any(|a| matches!(a, Forward(_))));
     }

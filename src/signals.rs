@@ -22,9 +22,12 @@ impl Sig {
     pub const TTIN: Sig = Sig(libc::SIGTTIN);
     pub const TTOU: Sig = Sig(libc::SIGTTOU);
     pub const TSTP: Sig = Sig(libc::SIGTSTP);
+    pub const STOP: Sig = Sig(libc::SIGSTOP);
 
-    /// The signals that start the shutdown (and end pause mode).
-    pub const TERMINATION: [Sig; 3] = [Sig::TERM, Sig::INT, Sig::QUIT];
+    /// TERM, INT and QUIT start the shutdown (and end pause mode).
+    pub fn is_termination(self) -> bool {
+        matches!(self, Sig::TERM | Sig::INT | Sig::QUIT)
+    }
 
     /// The name without the `SIG` prefix, e.g. `TERM` or `RTMIN+3`.
     pub fn name(self) -> Option<String> {
@@ -145,26 +148,57 @@ const FAULT_SIGNALS: [Signal; 7] = [
     Signal::SIGSYS,
 ];
 
-/// What lastcall does with a signal read from the signalfd.
+/// What lastcall does with a signal it reads. It is the same in every phase of the shutdown,
+/// which is why only `Shutdown` signals go through the state machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
-    /// A child changed state: reap.
-    Child,
-    /// TTIN/TTOU: the kernel's complaint about lastcall's own terminal access, meaningless to the
-    /// child (tini's rule: never forwarded). TSTP, sent on purpose, is forwarded.
-    Dropped,
-    /// In dumb-init's setsid mode, TSTP/TTIN/TTOU: stop the child, then lastcall itself.
-    JobControl,
-    /// Everything else: forwarded, or the start of the shutdown if it is a termination signal.
-    Forward,
+pub enum Route {
+    /// CHLD: a child changed state; reap.
+    Reap,
+    /// TERM, INT, QUIT: the state machine decides (pre-stop, stop signal, grace).
+    Shutdown,
+    /// Forward as this signal: the one received, or what `--rewrite` makes of it.
+    Forward(Sig),
+    /// Not forwarded: rewritten to 0, or TTIN/TTOU, which are the kernel's complaint about
+    /// lastcall's own terminal access and mean nothing to the child (tini's rule). TSTP, sent on
+    /// purpose, is forwarded.
+    Drop,
+    /// dumb-init's setsid mode, TSTP/TTIN/TTOU: send the child this (SIGSTOP unless rewritten;
+    /// nothing if rewritten to 0), then stop lastcall itself.
+    Suspend(Option<Sig>),
 }
 
-pub fn classify(sig: Sig, job_control: bool) -> Class {
-    match sig {
-        Sig::CHLD => Class::Child,
-        Sig::TTIN | Sig::TTOU | Sig::TSTP if job_control => Class::JobControl,
-        Sig::TTIN | Sig::TTOU => Class::Dropped,
-        _ => Class::Forward,
+/// The route of every signal number, worked out once from the configuration, so that the
+/// signal path is one table lookup.
+pub struct Routes([Route; MAX_SIGNAL as usize + 1]);
+
+impl Routes {
+    pub fn new(job_control: bool, rewrite: &[(Sig, Sig)]) -> Routes {
+        let mut table = [Route::Drop; MAX_SIGNAL as usize + 1];
+        for (n, route) in table.iter_mut().enumerate().skip(1) {
+            let sig = Sig(n as i32);
+            *route = match sig {
+                Sig::CHLD => Route::Reap,
+                sig if sig.is_termination() => Route::Shutdown,
+                Sig::TTIN | Sig::TTOU | Sig::TSTP if job_control => Route::Suspend(rewritten_or(rewrite, sig, Sig::STOP)),
+                Sig::TTIN | Sig::TTOU => Route::Drop,
+                sig => rewritten_or(rewrite, sig, sig).map_or(Route::Drop, Route::Forward),
+            };
+        }
+        Routes(table)
+    }
+
+    pub fn of(&self, sig: Sig) -> Route {
+        self.0.get(sig.0 as usize).copied().unwrap_or(Route::Drop)
+    }
+}
+
+/// What `--rewrite` makes of `received`, or `default` when no rule names it; `None` when a rule
+/// drops it (TO = 0).
+pub fn rewritten_or(rewrite: &[(Sig, Sig)], received: Sig, default: Sig) -> Option<Sig> {
+    match rewrite.iter().find(|(from, _)| *from == received) {
+        Some(&(_, Sig(0))) => None,
+        Some(&(_, to)) => Some(to),
+        None => Some(default),
     }
 }
 
@@ -227,17 +261,41 @@ mod tests {
     }
 
     #[test]
-    fn classification_table() {
-        assert_eq!(classify(Sig::CHLD, false), Class::Child);
-        assert_eq!(classify(Sig::TTIN, false), Class::Dropped);
-        assert_eq!(classify(Sig::TTOU, false), Class::Dropped);
-        for sig in [Sig::TERM, Sig::INT, Sig::QUIT, Sig(libc::SIGHUP), Sig::TSTP, Sig(libc::SIGWINCH), Sig(40)] {
-            assert_eq!(classify(sig, false), Class::Forward, "{sig}");
+    fn routes_without_options() {
+        let routes = Routes::new(false, &[]);
+        assert_eq!(routes.of(Sig::CHLD), Route::Reap);
+        for sig in [Sig::TERM, Sig::INT, Sig::QUIT] {
+            assert_eq!(routes.of(sig), Route::Shutdown, "{sig}");
         }
-        for sig in [Sig::TSTP, Sig::TTIN, Sig::TTOU] {
-            assert_eq!(classify(sig, true), Class::JobControl, "{sig}");
+        assert_eq!(routes.of(Sig::TTIN), Route::Drop);
+        assert_eq!(routes.of(Sig::TTOU), Route::Drop);
+        for sig in [Sig(libc::SIGHUP), Sig::TSTP, Sig(libc::SIGWINCH), Sig::PIPE, Sig(40), Sig(64)] {
+            assert_eq!(routes.of(sig), Route::Forward(sig), "{sig}");
         }
-        assert_eq!(classify(Sig::CHLD, true), Class::Child);
+        for impossible in [Sig(0), Sig(65), Sig(-1)] {
+            assert_eq!(routes.of(impossible), Route::Drop);
+        }
+    }
+
+    #[test]
+    fn routes_in_job_control_mode() {
+        let routes = Routes::new(true, &[(Sig::TTIN, Sig::TSTP), (Sig::TTOU, Sig(0))]);
+        assert_eq!(routes.of(Sig::TSTP), Route::Suspend(Some(Sig::STOP)));
+        assert_eq!(routes.of(Sig::TTIN), Route::Suspend(Some(Sig::TSTP)));
+        assert_eq!(routes.of(Sig::TTOU), Route::Suspend(None));
+        assert_eq!(routes.of(Sig::CHLD), Route::Reap);
+    }
+
+    #[test]
+    fn rewrites_change_what_is_forwarded_not_what_starts_the_shutdown() {
+        let rewrite = [(Sig::TERM, Sig::QUIT), (Sig(libc::SIGHUP), Sig(0)), (Sig(libc::SIGUSR1), Sig(libc::SIGUSR2))];
+        let routes = Routes::new(false, &rewrite);
+        assert_eq!(routes.of(Sig::TERM), Route::Shutdown, "the machine rewrites the stop signal");
+        assert_eq!(routes.of(Sig(libc::SIGHUP)), Route::Drop, "rewritten to 0");
+        assert_eq!(routes.of(Sig(libc::SIGUSR1)), Route::Forward(Sig(libc::SIGUSR2)));
+        assert_eq!(routes.of(Sig(libc::SIGUSR2)), Route::Forward(Sig(libc::SIGUSR2)));
+        assert_eq!(rewritten_or(&rewrite, Sig::TERM, Sig::TERM), Some(Sig::QUIT));
+        assert_eq!(rewritten_or(&rewrite, Sig::INT, Sig::STOP), Some(Sig::STOP));
     }
 
     #[test]

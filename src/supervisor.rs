@@ -1,7 +1,8 @@
 //! The event loop: wait on the signalfd (and the health and notify sockets) with a timeout that
 //! ends at the next deadline, turn what happened into events, and carry out the actions
-//! `machine::step` returns. No threads and no periodic timer: with no deadline pending, poll
-//! sleeps until something arrives.
+//! `machine::step` returns. A signal outside the shutdown (HUP, USR1, WINCH, ...) is forwarded
+//! straight from the routing table instead: the machine would only echo it back. No threads and
+//! no periodic timer: with no deadline pending, lastcall sleeps until something arrives.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -19,7 +20,7 @@ use crate::health::{self, Health};
 use crate::machine::{self, Action, Event, Note, Phase, Policy, State};
 use crate::notify::NotifyRelay;
 use crate::ready::ReadyFile;
-use crate::signals::{self, Class, Sig};
+use crate::signals::{self, Route, Routes, Sig};
 use crate::sys::{self, Detach};
 use crate::{child, reap};
 
@@ -91,18 +92,17 @@ pub fn run(config: Config) -> Result<i32, Error> {
         pre_stop: config.pre_stop,
         grace: config.grace,
         stop_signal: config.stop_signal,
-        termination: Sig::TERMINATION.to_vec(),
         rewrite: config.rewrite.clone(),
         kill_wait: KILL_WAIT,
     };
     let mut supervisor = Supervisor {
+        routes: Routes::new(config.setsid, &config.rewrite),
         policy,
         signalfd,
         me,
         pid1,
         child,
         single_child: config.single_child,
-        job_control: config.setsid,
         warn_reaping: config.warn_reaping,
         state: State::START,
         shutdown_at: None,
@@ -124,7 +124,7 @@ fn pause(signalfd: &SignalFd) -> i32 {
                 Sig::CHLD => {
                     reap::reap_all(Pid::from_raw(0), |_, _| {});
                 }
-                sig if Sig::TERMINATION.contains(&sig) => return 0,
+                sig if sig.is_termination() => return 0,
                 _ => {}
             }
         }
@@ -132,6 +132,7 @@ fn pause(signalfd: &SignalFd) -> i32 {
 }
 
 struct Supervisor {
+    routes: Routes,
     policy: Policy,
     signalfd: SignalFd,
     me: Pid,
@@ -139,8 +140,6 @@ struct Supervisor {
     /// The main child's pid, which is also its process group id.
     child: Pid,
     single_child: bool,
-    /// dumb-init's job control: TSTP/TTIN/TTOU stop the child, then lastcall.
-    job_control: bool,
     warn_reaping: bool,
     state: State,
     /// When the first termination signal arrived: the timeline's zero.
@@ -223,30 +222,33 @@ impl Supervisor {
         };
         for info in infos {
             let sig = Sig(info.ssi_signo as i32);
-            // A SIGPIPE lastcall caused itself, by writing a log line to a closed stderr, is not
-            // the child's business. (Other signals from our own pid are real: one raised before
-            // exec, while starting lastcall, carries the pid lastcall now has.)
-            if sig == Sig::PIPE && info.ssi_pid as i32 == self.me.as_raw() {
-                debug!("ignoring {sig} raised by lastcall itself");
-                continue;
-            }
-            let now = Instant::now();
-            let event = match signals::classify(sig, self.job_control) {
-                Class::Child => match self.reap(now) {
-                    Some(event) => event,
-                    None => continue,
-                },
-                Class::Dropped => {
-                    debug!("not forwarding {sig}");
+            let (event, now) = match self.routes.of(sig) {
+                // The common case, kept short: a table lookup and kill(), no clock, no state
+                // machine. (A SIGPIPE lastcall caused itself, by writing a log line to a closed
+                // stderr, is not the child's business. Other signals from our own pid are real:
+                // one raised before exec, while starting lastcall, carries the pid lastcall has.)
+                Route::Forward(to) if sig != Sig::PIPE || info.ssi_pid as i32 != self.me.as_raw() => {
+                    self.forward(sig, to, info.ssi_pid);
                     continue;
                 }
-                Class::JobControl => {
-                    self.stop_for_job_control(sig);
+                Route::Forward(_) | Route::Drop => {
+                    debug!("not forwarding {sig} from pid {}", info.ssi_pid);
                     continue;
                 }
-                Class::Forward => {
+                Route::Suspend(to) => {
+                    self.suspend(sig, to);
+                    continue;
+                }
+                Route::Reap => {
+                    let now = Instant::now();
+                    match self.reap(now) {
+                        Some(event) => (event, now),
+                        None => continue,
+                    }
+                }
+                Route::Shutdown => {
                     debug!("received {sig} from pid {}", info.ssi_pid);
-                    Event::Signal(sig)
+                    (Event::Termination(sig), Instant::now())
                 }
             };
             if let Some(code) = self.handle(event, now) {
@@ -256,17 +258,30 @@ impl Supervisor {
         None
     }
 
-    /// dumb-init's rule: forward the stop (as SIGSTOP unless rewritten), then stop ourselves,
-    /// so that Ctrl-Z in a shell suspends the whole job. SIGCONT is forwarded as usual.
-    fn stop_for_job_control(&self, sig: Sig) {
-        if let Some(target) = self.policy.rewritten_or(sig, Sig(libc::SIGSTOP)) {
-            if let Err(e) = self.send_to_child(target) {
-                debug!("cannot send {target} to the child: {e}");
+    /// A signal that is not part of the shutdown, forwarded as `to` (`sig` unless rewritten).
+    fn forward(&self, sig: Sig, to: Sig, sender: u32) {
+        let result = self.send_to_child(to);
+        if log::log_enabled!(log::Level::Debug) {
+            let (whom, child) = (self.whom(), self.child);
+            let rewritten = if to == sig { String::new() } else { format!(" as {to}") };
+            match result {
+                Ok(()) => debug!("forwarded {sig} from pid {sender}{rewritten} to {whom} {child}"),
+                Err(e) => debug!("cannot forward {sig}{rewritten} to {whom} {child}: {e}"),
             }
-            debug!("{sig}: stopped the child with {target}");
+        }
+    }
+
+    /// dumb-init's rule: stop the child (with SIGSTOP unless rewritten), then stop ourselves,
+    /// so that Ctrl-Z in a shell suspends the whole job. SIGCONT is forwarded as usual.
+    fn suspend(&self, sig: Sig, to: Option<Sig>) {
+        if let Some(to) = to {
+            if let Err(e) = self.send_to_child(to) {
+                debug!("cannot send {to} to the child: {e}");
+            }
+            debug!("{sig}: stopped the child with {to}");
         }
         debug!("{sig}: stopping lastcall");
-        let _ = sys::kill(self.me.as_raw(), Sig(libc::SIGSTOP));
+        let _ = sys::kill(self.me.as_raw(), Sig::STOP);
     }
 
     fn reap(&mut self, now: Instant) -> Option<Event> {
@@ -297,7 +312,7 @@ impl Supervisor {
             match action {
                 Action::Timeline(note) => self.note(note, now),
                 Action::Unready => self.unready(),
-                Action::Forward(sig) => self.forward(sig, now),
+                Action::Forward(sig) => self.forward_stop(sig, now),
                 Action::SignalAll(sig) => self.signal_all(sig, now),
                 Action::SignalOthers(sig) => self.signal_others(sig, now),
                 Action::Exit(code) => exit = Some(code),
@@ -348,22 +363,21 @@ impl Supervisor {
         sys::kill(target, sig)
     }
 
-    fn forward(&self, sig: Sig, now: Instant) {
-        let whom = if self.single_child { "child" } else { "process group" };
-        match self.send_to_child(sig) {
-            Ok(()) if self.shutdown_at.is_some() && self.is_stop(sig) => {
-                info!("{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child)
-            }
-            Ok(()) => debug!("forwarded {sig} to {whom} {}", self.child),
-            Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
+    fn whom(&self) -> &'static str {
+        if self.single_child {
+            "child"
+        } else {
+            "process group"
         }
     }
 
-    fn is_stop(&self, sig: Sig) -> bool {
-        !matches!(self.state.phase, Phase::Running | Phase::PreStop { .. })
-            && (self.policy.stop_signal == Some(sig)
-                || self.policy.termination.contains(&sig)
-                || self.policy.rewrite.iter().any(|&(from, to)| to == sig && self.policy.termination.contains(&from)))
+    /// The shutdown's stop signal, which the timeline shows.
+    fn forward_stop(&self, sig: Sig, now: Instant) {
+        let whom = self.whom();
+        match self.send_to_child(sig) {
+            Ok(()) => info!("{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child),
+            Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
+        }
     }
 
     /// Everything lastcall still has: as PID 1 the whole namespace; otherwise the child's group
