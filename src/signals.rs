@@ -187,6 +187,7 @@ impl Routes {
         Routes(table)
     }
 
+    #[inline(always)]
     pub fn of(&self, sig: Sig) -> Route {
         self.0.get(sig.0 as usize).copied().unwrap_or(Route::Drop)
     }
@@ -217,9 +218,9 @@ pub fn block_handled() -> nix::Result<()> {
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&handled_set()), None)
 }
 
-/// A close-on-exec signalfd for the handled set. It blocks: with nothing else to wait for, the
-/// event loop sleeps in read() on it, one syscall per wake-up like catatonit, and otherwise in
-/// poll(), reading only once poll says there is something to read.
+/// A close-on-exec signalfd for the handled set, for the times the event loop also waits on
+/// sockets or a deadline: it sleeps in poll() and reads only once poll says there is something
+/// to read. With nothing but signals to wait for it uses sigwaitinfo instead (`sys`).
 pub fn open_signalfd() -> nix::Result<SignalFd> {
     SignalFd::with_flags(&handled_set(), SfdFlags::SFD_CLOEXEC)
 }

@@ -1,6 +1,6 @@
 //! The few calls that need `unsafe`: nix's safe wrappers take its `Signal` enum, which has no
-//! real-time signals; fork-to-exec must run on memory prepared before the fork; and the
-//! signalfd is read in batches into an uninitialised buffer.
+//! real-time signals, and have no sigwaitinfo; fork-to-exec must run on memory prepared before
+//! the fork; and the signalfd is read in batches into an uninitialised buffer.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -8,15 +8,53 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
+use nix::sys::signal::SigSet;
+
 use crate::signals::Sig;
 
 /// Sends `sig` to `pid` (a process), `-pgid` (a group) or -1 (everyone we may signal).
+#[inline(always)]
 pub fn kill(pid: libc::pid_t, sig: Sig) -> io::Result<()> {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.
-    if unsafe { libc::kill(pid, sig.0) } == 0 {
-        Ok(())
+    unsafe { raw_syscall(libc::SYS_kill, pid as usize, sig.0 as usize, 0, 0) }.map(drop)
+}
+
+/// A system call made directly, for the two on the signal path (kill, rt_sigtimedwait): musl's
+/// wrappers around them, with errno and the cancellation-point machinery lastcall never uses,
+/// took more instructions than the rest of the path. Unused arguments are 0.
+///
+/// # Safety
+/// As for the system call itself: any pointer passed must be valid for what it does with it.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> io::Result<usize> {
+    let ret: isize;
+    // SAFETY: the x86_64 Linux system call convention: number and result in rax, arguments in
+    // rdi, rsi, rdx, r10; the kernel clobbers rcx and r11 and leaves the stack alone.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") number as isize => ret,
+            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack, preserves_flags),
+        );
+    }
+    if (-4095..0).contains(&ret) {
+        Err(io::Error::from_raw_os_error(-ret as i32))
     } else {
+        Ok(ret as usize)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> io::Result<usize> {
+    // SAFETY: as the caller vouches.
+    let ret = unsafe { libc::syscall(number, a, b, c, d) };
+    if ret < 0 {
         Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
     }
 }
 
@@ -211,6 +249,27 @@ pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
     }
 }
 
+/// Sleeps until one of the signals in `set` (all blocked) is pending and takes it off the pending
+/// set: its number and the pid that sent it. This is the idle wait. Waking from it on another
+/// core measured 0.2-0.3 µs faster than waking from read() on the signalfd, whose wait queue is
+/// more memory that the sender's core writes and the woken core must fetch.
+#[inline(always)]
+pub fn wait_for_signal(set: &SigSet) -> io::Result<(Sig, libc::pid_t)> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
+    let set: *const libc::sigset_t = set.as_ref();
+    loop {
+        // SAFETY: rt_sigtimedwait reads the kernel's 8-byte signal mask from the start of the
+        // set we borrow, writes a whole siginfo_t into ours, and has no timeout (NULL).
+        match unsafe { raw_syscall(libc::SYS_rt_sigtimedwait, set as usize, info.as_mut_ptr() as usize, 0, 8) } {
+            // SAFETY: the kernel copied a complete siginfo_t; si_pid reads its sender field,
+            // which is 0 for signals no process sent, as in a signalfd record.
+            Ok(n) => return Ok((Sig(n as i32), unsafe { info.assume_init_ref().si_pid() })),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Pending signals read in one syscall: nix reads one at a time, and on the signal path each
 /// syscall counts (as does clearing a buffer that the kernel is about to fill).
 pub struct SignalBatch {
@@ -244,6 +303,26 @@ impl SignalBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kill_reports_the_kernels_answer() {
+        let me = std::process::id() as libc::pid_t;
+        assert!(kill(me, Sig(0)).is_ok());
+        assert_eq!(kill(me, Sig(99)).unwrap_err().raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(kill(i32::MAX, Sig(0)).unwrap_err().raw_os_error(), Some(libc::ESRCH));
+    }
+
+    #[test]
+    fn wait_for_signal_takes_a_pending_signal_and_its_sender() {
+        use nix::sys::signal::{pthread_sigmask, raise, SigmaskHow, Signal};
+        // Blocked in this test's thread only, so that raise() leaves it pending right here.
+        let set = SigSet::from(Signal::SIGUSR2);
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None).unwrap();
+        raise(Signal::SIGUSR2).unwrap();
+        let taken = wait_for_signal(&set);
+        pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None).unwrap();
+        assert_eq!(taken.unwrap(), (Sig(libc::SIGUSR2), std::process::id() as libc::pid_t));
+    }
 
     #[test]
     fn pids_are_written_in_decimal_with_a_nul() {
