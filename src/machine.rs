@@ -82,7 +82,9 @@ pub struct State {
 impl State {
     pub const START: State = State { phase: Phase::Running, main_code: None };
 
-    /// When the machine next wants a `Deadline` event, if ever.
+    /// When the machine next wants a `Deadline` event, if ever. Inlined: the signal loop asks on
+    /// every turn.
+    #[inline(always)]
     pub fn deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::PreStop { until, .. } | Phase::Killing { until } => Some(until),

@@ -283,7 +283,7 @@ impl Supervisor {
     }
 
     #[cold]
-    fn log_forward(&self, sig: Sig, to: Sig, sender: libc::pid_t, result: std::io::Result<()>) {
+    fn log_forward(&self, sig: Sig, to: Sig, sender: libc::pid_t, result: nix::Result<()>) {
         let (whom, child) = (self.whom(), self.child);
         let rewritten = if to == sig { String::new() } else { format!(" as {to}") };
         match result {
@@ -380,7 +380,7 @@ impl Supervisor {
 
     /// To the child's process group, or the child alone with --single-child.
     #[inline(always)]
-    fn send_to_child(&self, sig: Sig) -> std::io::Result<()> {
+    fn send_to_child(&self, sig: Sig) -> nix::Result<()> {
         let target = if self.single_child { self.child.as_raw() } else { -self.child.as_raw() };
         sys::kill(target, sig)
     }

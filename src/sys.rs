@@ -8,13 +8,15 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
+use nix::errno::Errno;
 use nix::sys::signal::SigSet;
 
 use crate::signals::Sig;
 
 /// Sends `sig` to `pid` (a process), `-pgid` (a group) or -1 (everyone we may signal).
+/// The error is a plain errno, not an `io::Error`, which would need dropping on the signal path.
 #[inline(always)]
-pub fn kill(pid: libc::pid_t, sig: Sig) -> io::Result<()> {
+pub fn kill(pid: libc::pid_t, sig: Sig) -> nix::Result<()> {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.
     unsafe { raw_syscall(libc::SYS_kill, pid as usize, sig.0 as usize, 0, 0) }.map(drop)
 }
@@ -27,7 +29,7 @@ pub fn kill(pid: libc::pid_t, sig: Sig) -> io::Result<()> {
 /// As for the system call itself: any pointer passed must be valid for what it does with it.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> io::Result<usize> {
+unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> nix::Result<usize> {
     let ret: isize;
     // SAFETY: the x86_64 Linux system call convention: number and result in rax, arguments in
     // rdi, rsi, rdx, r10; the kernel clobbers rcx and r11 and leaves the stack alone.
@@ -41,18 +43,18 @@ unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usi
         );
     }
     if (-4095..0).contains(&ret) {
-        Err(io::Error::from_raw_os_error(-ret as i32))
+        Err(Errno::from_raw(-ret as i32))
     } else {
         Ok(ret as usize)
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> io::Result<usize> {
+unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> nix::Result<usize> {
     // SAFETY: as the caller vouches.
     let ret = unsafe { libc::syscall(number, a, b, c, d) };
     if ret < 0 {
-        Err(io::Error::last_os_error())
+        Err(Errno::last())
     } else {
         Ok(ret as usize)
     }
@@ -254,7 +256,7 @@ pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
 /// core measured 0.2-0.3 µs faster than waking from read() on the signalfd, whose wait queue is
 /// more memory that the sender's core writes and the woken core must fetch.
 #[inline(always)]
-pub fn wait_for_signal(set: &SigSet) -> io::Result<(Sig, libc::pid_t)> {
+pub fn wait_for_signal(set: &SigSet) -> nix::Result<(Sig, libc::pid_t)> {
     let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
     let set: *const libc::sigset_t = set.as_ref();
     loop {
@@ -264,7 +266,7 @@ pub fn wait_for_signal(set: &SigSet) -> io::Result<(Sig, libc::pid_t)> {
             // SAFETY: the kernel copied a complete siginfo_t; si_pid reads its sender field,
             // which is 0 for signals no process sent, as in a signalfd record.
             Ok(n) => return Ok((Sig(n as i32), unsafe { info.assume_init_ref().si_pid() })),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(Errno::EINTR) => continue,
             Err(e) => return Err(e),
         }
     }
@@ -308,8 +310,8 @@ mod tests {
     fn kill_reports_the_kernels_answer() {
         let me = std::process::id() as libc::pid_t;
         assert!(kill(me, Sig(0)).is_ok());
-        assert_eq!(kill(me, Sig(99)).unwrap_err().raw_os_error(), Some(libc::EINVAL));
-        assert_eq!(kill(i32::MAX, Sig(0)).unwrap_err().raw_os_error(), Some(libc::ESRCH));
+        assert_eq!(kill(me, Sig(99)), Err(Errno::EINVAL));
+        assert_eq!(kill(i32::MAX, Sig(0)), Err(Errno::ESRCH));
     }
 
     #[test]
