@@ -17,10 +17,13 @@ use std::time::{Duration, Instant};
 const LASTCALL: &str = env!("CARGO_BIN_EXE_lastcall");
 
 struct Init {
-    name: &'static str,
+    name: String,
     path: String,
     /// What comes between the init and the command.
-    args: Vec<&'static str>,
+    args: Vec<String>,
+    /// A peer, as opposed to lastcall or a build of it being compared: ratios are to the best
+    /// peer.
+    peer: bool,
 }
 
 impl Init {
@@ -49,19 +52,30 @@ impl Init {
     }
 }
 
+/// lastcall, the peers that are installed, and the builds or options named in
+/// LASTCALL_BENCH_EXTRA (`NAME=PATH[,ARG...];...`, e.g. `old=/tmp/lastcall-old,--`), which get
+/// columns of their own and are not counted as peers.
 fn contenders() -> Vec<Init> {
-    let mut inits = vec![Init { name: "lastcall", path: LASTCALL.into(), args: vec!["--"] }];
+    let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect();
+    let mut inits = vec![Init { name: "lastcall".into(), path: LASTCALL.into(), args: owned(&["--"]), peer: false }];
     for (name, path, args) in [
-        ("tini", "/usr/bin/tini", vec!["-s", "--"]),
-        ("tini-static", "/usr/bin/tini-static", vec!["-s", "--"]),
-        ("dumb-init", "/usr/bin/dumb-init", vec!["--"]),
-        ("catatonit", "/usr/bin/catatonit", vec!["--"]),
+        ("tini", "/usr/bin/tini", &["-s", "--"][..]),
+        ("tini-static", "/usr/bin/tini-static", &["-s", "--"]),
+        ("dumb-init", "/usr/bin/dumb-init", &["--"]),
+        ("catatonit", "/usr/bin/catatonit", &["--"]),
     ] {
         if Path::new(path).exists() {
-            inits.push(Init { name, path: path.into(), args });
+            inits.push(Init { name: name.into(), path: path.into(), args: owned(args), peer: true });
         } else {
             eprintln!("note: {path} is missing (apt-get install tini dumb-init catatonit); leaving {name} out");
         }
+    }
+    let extra = std::env::var("LASTCALL_BENCH_EXTRA").unwrap_or_default();
+    for spec in extra.split(';').filter(|s| !s.is_empty()) {
+        let (name, command) = spec.split_once('=').expect("LASTCALL_BENCH_EXTRA: NAME=PATH[,ARG...];...");
+        let mut words = command.split(',').map(String::from);
+        let path = words.next().unwrap_or_default();
+        inits.push(Init { name: name.into(), path, args: words.collect(), peer: false });
     }
     inits
 }
@@ -85,6 +99,80 @@ fn pin_self(cpu: Option<usize>, cpus: usize) {
         }
         libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
     }
+}
+
+fn valgrind_works() -> bool {
+    Command::new("valgrind").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// User-space instructions `init` runs per forwarded signal: callgrind's total with `signals`
+/// signals, minus the total with none (start-up and exit), divided by `signals`.
+fn instructions_per_signal(init: &Init, fixture: &Path, signals: usize) -> Option<f64> {
+    let total = |count: usize| -> Option<f64> {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("callgrind.{}.{count}", init.name));
+        let mut out_file = std::ffi::OsString::from("--callgrind-out-file=");
+        out_file.push(&out);
+        let mut child = Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(out_file)
+            .arg(&init.path)
+            .args(&init.args)
+            .args([fixture.as_os_str(), "record".as_ref()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut stdout = child.stdout.take()?;
+        let mut buf = [0u8; 8];
+        stdout.read_exact(&mut buf[..1]).ok()?;
+        let pid = child.id() as i32;
+        for _ in 0..count {
+            kill(pid, libc::SIGUSR1);
+            stdout.read_exact(&mut buf).ok()?;
+        }
+        kill(pid, libc::SIGTERM);
+        child.wait().ok()?;
+        let text = fs::read_to_string(&out).ok()?;
+        let _ = fs::remove_file(&out);
+        text.lines().find_map(|l| l.strip_prefix("summary: "))?.trim().parse().ok()
+    };
+    Some((total(signals)? - total(0)?) / signals as f64)
+}
+
+/// The 95% interval of lastcall's ratio to the best peer at percentile `p`, by bootstrap over
+/// rounds: every init got one signal per round, in shuffled order, so sample `k` of each init
+/// comes from the same moment of the run and resampling rounds keeps that pairing. Shows
+/// whether a ratio of, say, 0.99 means anything.
+fn bootstrap_ratio_ci(samples: &[Vec<f64>], peers: &[bool], p: f64) -> Option<(f64, f64)> {
+    let rounds = samples.iter().map(Vec::len).min()?;
+    if !peers.contains(&true) || rounds < 10 {
+        return None;
+    }
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut ratios = Vec::new();
+    let mut scratch = vec![0.0; rounds];
+    let mut picks = vec![0usize; rounds];
+    for _ in 0..400 {
+        for pick in picks.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *pick = (x % rounds as u64) as usize;
+        }
+        let mut at = |init: &[f64]| {
+            for (slot, &k) in scratch.iter_mut().zip(&picks) {
+                *slot = init[k];
+            }
+            let i = ((rounds as f64 - 1.0) * p).round() as usize;
+            *scratch.select_nth_unstable_by(i, |a, b| a.total_cmp(b)).1
+        };
+        let ours = at(&samples[0]);
+        let best = samples.iter().zip(peers).filter(|(_, &peer)| peer).map(|(s, _)| at(s)).fold(f64::INFINITY, f64::min);
+        ratios.push(ours / best);
+    }
+    let ratios = sorted(ratios);
+    Some((percentile(&ratios, 0.025), percentile(&ratios, 0.975)))
 }
 
 /// A permutation of 0..n that changes from turn to turn, so that no init always follows the same
@@ -151,13 +239,25 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v
 }
 
-/// One figure: a value per contender, and whether lower is better.
+/// One figure: a value per contender (lower is better), and optionally a text per contender
+/// or a 95% confidence interval for lastcall's ratio to the best peer.
 struct Row {
     figure: String,
     values: Vec<Option<f64>>,
     unit: &'static str,
-    lower_is_better: bool,
     text: Option<Vec<String>>,
+    ratio_ci: Option<(f64, f64)>,
+}
+
+impl Row {
+    fn new(figure: impl Into<String>, values: Vec<Option<f64>>, unit: &'static str) -> Row {
+        Row { figure: figure.into(), values, unit, text: None, ratio_ci: None }
+    }
+
+    fn with_text(mut self, text: Vec<String>) -> Row {
+        self.text = Some(text);
+        self
+    }
 }
 
 fn main() {
@@ -172,18 +272,16 @@ fn main() {
 
     // Size, and whether the binary is static.
     let mut static_text = Vec::new();
-    rows.push(Row {
-        figure: "binary size (ratio: to the static peers)".into(),
-        values: inits.iter().map(|i| Some(fs::metadata(&i.path).unwrap().len() as f64 / 1024.0)).collect(),
-        unit: "KiB",
-        lower_is_better: true,
-        text: None,
-    });
+    rows.push(Row::new(
+        "binary size (ratio: to the static peers)",
+        inits.iter().map(|i| Some(fs::metadata(&i.path).unwrap().len() as f64 / 1024.0)).collect(),
+        "KiB",
+    ));
     for init in &inits {
         let out = Command::new("file").arg("-L").arg(&init.path).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
         static_text.push(if out.contains("statically linked") || out.contains("static-pie") { "yes".into() } else { "no".into() });
     }
-    rows.push(Row { figure: "static?".into(), values: vec![None; inits.len()], unit: "", lower_is_better: true, text: Some(static_text) });
+    rows.push(Row::new("static?", vec![None; inits.len()], "").with_text(static_text));
 
     // Start-up overhead: INIT -- true against true alone, spawn by spawn.
     let runs = n(500);
@@ -207,20 +305,8 @@ fn main() {
     }
     let alone_total: f64 = alone.iter().sum();
     let alone_median = percentile(&sorted(alone.clone()), 0.5);
-    rows.push(Row {
-        figure: format!("start-up overhead, mean of {runs} (total − true alone)"),
-        values: with.iter().map(|w| Some((w.iter().sum::<f64>() - alone_total) / runs as f64)).collect(),
-        unit: "µs",
-        lower_is_better: true,
-        text: None,
-    });
-    rows.push(Row {
-        figure: "start-up overhead, median".into(),
-        values: with.iter().map(|w| Some(percentile(&sorted(w.clone()), 0.5) - alone_median)).collect(),
-        unit: "µs",
-        lower_is_better: true,
-        text: None,
-    });
+    rows.push(Row::new(format!("start-up overhead, mean of {runs} (total − true alone)"), with.iter().map(|w| Some((w.iter().sum::<f64>() - alone_total) / runs as f64)).collect(), "µs"));
+    rows.push(Row::new("start-up overhead, median", with.iter().map(|w| Some(percentile(&sorted(w.clone()), 0.5) - alone_median)).collect(), "µs"));
 
     // Forwarding latency, with every init as PID 1 at once, taking turns signal by signal. Where
     // the scheduler happens to place each process costs more than any init's own work (a
@@ -229,7 +315,8 @@ fn main() {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let placements: Vec<(&str, usize, usize)> =
         if cpus >= 2 { vec![("same core", 0, 0), ("across cores", 0, 1)] } else { vec![("same core", 0, 0)] };
-    let signals = n(2000).max(300);
+    // Contenders differ by a few percent of a few µs here, so the medians need many samples.
+    let signals = n(10_000).max(300);
     let start_one = |init: &Init, cpu: Option<usize>| -> (Child, i32, ChildStdout) {
         let mut child = init.as_pid1(&fixture, &[], &["record"], false, cpu).stdin(Stdio::null()).stdout(Stdio::piped()).spawn().unwrap();
         let mut out = child.stdout.take().unwrap();
@@ -275,21 +362,24 @@ fn main() {
             }
         }
         pin_self(None, cpus);
+        let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
+        let (ci50, ci99) = (bootstrap_ratio_ci(&latency, &peers, 0.5), bootstrap_ratio_ci(&latency, &peers, 0.99));
         let latency: Vec<Vec<f64>> = latency.into_iter().map(sorted).collect();
-        rows.push(Row {
-            figure: format!("forwarding latency p50, {label} ({} signals)", latency[0].len()),
-            values: latency.iter().map(|l| Some(percentile(l, 0.5))).collect(),
-            unit: "µs",
-            lower_is_better: true,
-            text: None,
-        });
-        rows.push(Row {
-            figure: format!("forwarding latency p99, {label}"),
-            values: latency.iter().map(|l| Some(percentile(l, 0.99))).collect(),
-            unit: "µs",
-            lower_is_better: true,
-            text: None,
-        });
+        let mut p50 = Row::new(format!("forwarding latency p50, {label} ({} signals)", latency[0].len()), latency.iter().map(|l| Some(percentile(l, 0.5))).collect(), "µs");
+        p50.ratio_ci = ci50;
+        let mut p99 = Row::new(format!("forwarding latency p99, {label}"), latency.iter().map(|l| Some(percentile(l, 0.99))).collect(), "µs");
+        p99.ratio_ci = ci99;
+        rows.extend([p50, p99]);
+    }
+
+    // The work behind those figures, without the noise: instructions each init runs per
+    // forwarded signal, as counted by callgrind (the same count on every run).
+    if valgrind_works() {
+        let signals = n(1000);
+        let counts = inits.iter().map(|init| instructions_per_signal(init, &fixture, signals)).collect();
+        rows.push(Row::new(format!("instructions per forwarded signal (callgrind, {signals} signals)"), counts, ""));
+    } else {
+        eprintln!("note: valgrind is missing (apt-get install valgrind); leaving out the instruction counts");
     }
 
     // Idle wake-ups and idle RSS, all idle at once; then the signal storm.
@@ -298,35 +388,26 @@ fn main() {
     let before: Vec<u64> = running.iter().map(|(_, pid, _)| status_field(*pid, "voluntary_ctxt_switches") + status_field(*pid, "nonvoluntary_ctxt_switches")).collect();
     std::thread::sleep(idle);
     let after: Vec<u64> = running.iter().map(|(_, pid, _)| status_field(*pid, "voluntary_ctxt_switches") + status_field(*pid, "nonvoluntary_ctxt_switches")).collect();
-    rows.push(Row {
-        figure: format!("idle wake-ups in {:.0}s", idle.as_secs_f64()),
-        values: before.iter().zip(&after).map(|(b, a)| Some((a - b) as f64)).collect(),
-        unit: "",
-        lower_is_better: true,
-        text: None,
-    });
-    rows.push(Row {
-        figure: "idle RSS".into(),
-        values: running.iter().map(|(_, pid, _)| Some(status_field(*pid, "VmRSS:") as f64)).collect(),
-        unit: "KiB",
-        lower_is_better: true,
-        text: None,
-    });
+    rows.push(Row::new(format!("idle wake-ups in {:.0}s", idle.as_secs_f64()), before.iter().zip(&after).map(|(b, a)| Some((a - b) as f64)).collect(), ""));
+    rows.push(Row::new("idle RSS", running.iter().map(|(_, pid, _)| Some(status_field(*pid, "VmRSS:") as f64)).collect(), "KiB"));
 
     // Signal storm: 10k signals in a burst, then TERM; the init must survive and pass TERM on.
+    // Standard signals pending twice are merged, so how many reach the child depends on how
+    // fast the init takes them: a quick init forwards more, and the child's handler then
+    // writes more. The time is therefore shown, not compared.
     let mut storm_text = Vec::new();
-    let mut storm_values = Vec::new();
-    for (i, (child, pid, out)) in running.iter_mut().enumerate() {
+    for (child, pid, out) in running.iter_mut() {
         let mut reader = out.try_clone_fd();
         let drain = std::thread::spawn(move || {
-            let mut buf = [0u8; 8];
+            let (mut buf, mut delivered) = ([0u8; 8], 0u32);
             loop {
                 if reader.read_exact(&mut buf).is_err() {
-                    return false;
+                    return (false, delivered);
                 }
                 if u64::from_ne_bytes(buf) == 0 {
-                    return true; // the child's TERM marker
+                    return (true, delivered); // the child's TERM marker
                 }
+                delivered += 1;
             }
         });
         let t = Instant::now();
@@ -335,20 +416,18 @@ fn main() {
         }
         let survived = kill(*pid, 0);
         kill(*pid, libc::SIGTERM);
-        let got_term = drain.join().unwrap();
+        let (got_term, delivered) = drain.join().unwrap();
         let status = child.wait().unwrap();
         let clean = status.code() == Some(0);
-        storm_values.push(Some(t.elapsed().as_secs_f64() * 1000.0));
         storm_text.push(format!(
-            "{}{}{} {:.0}ms",
+            "{}{}{}, {delivered} reached the child, {:.0}ms",
             if survived { "alive" } else { "DIED" },
             if got_term { ", TERM passed" } else { ", TERM LOST" },
             if clean { ", exit 0" } else { ", BAD EXIT" },
             t.elapsed().as_secs_f64() * 1000.0
         ));
-        let _ = i;
     }
-    rows.push(Row { figure: "signal storm (10k, then TERM)".into(), values: storm_values, unit: "ms", lower_is_better: true, text: Some(storm_text) });
+    rows.push(Row::new("signal storm (10k USR1, then TERM)", vec![None; inits.len()], "").with_text(storm_text));
 
     // Reaping: a child leaves 2000 orphans; time until none is left, and the most at once.
     let orphans = n(2000).to_string();
@@ -367,20 +446,8 @@ fn main() {
             most[i].push(at_once as f64);
         }
     }
-    rows.push(Row {
-        figure: format!("reaping {orphans} orphans, median of {rounds}"),
-        values: reap_ms.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(),
-        unit: "ms",
-        lower_is_better: true,
-        text: None,
-    });
-    rows.push(Row {
-        figure: format!("most zombies at once (sampled every 100 forks), median of {rounds}"),
-        values: most.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(),
-        unit: "",
-        lower_is_better: true,
-        text: None,
-    });
+    rows.push(Row::new(format!("reaping {orphans} orphans, median of {rounds}"), reap_ms.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(), "ms"));
+    rows.push(Row::new(format!("most zombies at once (sampled every 100 forks), median of {rounds}"), most.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(), ""));
 
     // Shutdown accuracy: only lastcall has a grace deadline to measure.
     let grace = Duration::from_millis(300);
@@ -406,8 +473,8 @@ fn main() {
     accuracy[0] = Some(percentile(&overshoot, 0.5));
     let mut accuracy99 = vec![None; inits.len()];
     accuracy99[0] = Some(percentile(&overshoot, 0.99));
-    rows.push(Row { figure: "SIGKILL after --grace 300ms, p50 late by".into(), values: accuracy, unit: "ms", lower_is_better: true, text: None });
-    rows.push(Row { figure: "SIGKILL after --grace 300ms, p99 late by".into(), values: accuracy99, unit: "ms", lower_is_better: true, text: None });
+    rows.push(Row::new("SIGKILL after --grace 300ms, p50 late by", accuracy, "ms"));
+    rows.push(Row::new("SIGKILL after --grace 300ms, p99 late by", accuracy99, "ms"));
 
     print_table(&inits, &rows);
 }
@@ -428,7 +495,7 @@ fn print_table(inits: &[Init], rows: &[Row]) {
     let mut out = std::io::stdout().lock();
     let cores = fs::read_to_string("/proc/cpuinfo").map(|c| c.matches("\nprocessor").count() + usize::from(c.starts_with("processor"))).unwrap_or(0);
     let _ = writeln!(out, "\nlastcall benchmark, {date}, {uname}, {cores} cores, {cpu}\n");
-    let names: Vec<&str> = inits.iter().map(|i| i.name).collect();
+    let names: Vec<&str> = inits.iter().map(|i| i.name.as_str()).collect();
     let _ = writeln!(out, "| figure | {} | lastcall / best peer |", names.join(" | "));
     let _ = writeln!(out, "|---|{}---|", "---|".repeat(names.len()));
     for row in rows {
@@ -440,16 +507,19 @@ fn print_table(inits: &[Init], rows: &[Row]) {
             })
             .collect();
         // Size is compared with the static peers only: a dynamic binary needs a libc beside it.
-        let comparable = |i: usize| !row.figure.starts_with("binary size") || statics.get(i) == Some(&true);
-        let best_peer = row.values[1..]
+        let comparable = |i: usize| inits[i].peer && (!row.figure.starts_with("binary size") || statics.get(i) == Some(&true));
+        let best_peer = row.values
             .iter()
             .enumerate()
-            .filter(|(i, _)| comparable(i + 1))
+            .filter(|&(i, _)| comparable(i))
             .filter_map(|(_, v)| *v)
             .filter(|v| v.is_finite())
-            .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| if row.lower_is_better { b.min(v) } else { b.max(v) })));
+            .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| b.min(v))));
         let ratio = match (row.values[0], best_peer) {
-            (Some(ours), Some(best)) if best > 0.0 => format!("{:.2}", ours / best),
+            (Some(ours), Some(best)) if best > 0.0 => match row.ratio_ci {
+                Some((low, high)) => format!("{:.2} ({low:.2}–{high:.2})", ours / best),
+                None => format!("{:.2}", ours / best),
+            },
             (Some(ours), Some(best)) if best == 0.0 && ours == 0.0 => "equal (0)".into(),
             _ => "-".into(),
         };
@@ -460,6 +530,8 @@ fn print_table(inits: &[Init], rows: &[Row]) {
 fn fmt(v: f64) -> String {
     if !v.is_finite() {
         "?".into()
+    } else if v.abs() < 10.0 && v != v.trunc() {
+        format!("{v:.2}")
     } else if v.abs() >= 100.0 || v == v.trunc() {
         format!("{v:.0}")
     } else {
