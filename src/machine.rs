@@ -93,6 +93,14 @@ impl State {
         }
     }
 
+    /// Whether a reap that is not the main child's can change anything: once the main child is
+    /// gone (lastcall waits for the rest), or while killing. Until then the supervisor need not
+    /// read the clock or step the machine for each orphan it reaps.
+    #[inline(always)]
+    pub fn cares_about_orphans(&self) -> bool {
+        self.main_code.is_some() || matches!(self.phase, Phase::Killing { .. })
+    }
+
     fn with(self, phase: Phase) -> State {
         State { phase, ..self }
     }
@@ -434,6 +442,21 @@ mod tests {
         assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[Some(SignalAll(Sig::KILL))])));
         let s = exited_main(Killing { until: t0 }, 137);
         assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[Some(SignalAll(Sig::KILL))])));
+    }
+
+    #[test]
+    fn orphan_reaps_matter_exactly_where_step_acts_on_them() {
+        let t0 = Instant::now();
+        let phases = [Running, PreStop { until: t0, pending: Sig::TERM }, Draining { until: None }, Killing { until: t0 }];
+        for state in phases.iter().flat_map(|&phase| [at(phase), exited_main(phase, 0)]) {
+            // While the main child lives, lastcall always has a child left.
+            let possible: &[bool] = if state.main_code.is_some() { &[true, false] } else { &[true] };
+            let acts = possible.iter().any(|&children_left| {
+                let orphan = Event::Reaped { main: None, children_left };
+                step(state, orphan, t0, &policy(1, 1)) != (state, Actions::of(&[]))
+            });
+            assert_eq!(state.cares_about_orphans(), acts, "{state:?}");
+        }
     }
 
     #[test]

@@ -255,31 +255,44 @@ impl Supervisor {
                 }
                 None
             }
+            Route::Reap => self.on_child_exit(),
             route => self.on_other_signal(route, sig, sender),
         }
     }
 
+    /// SIGCHLD: reap. An orphan while the main child lives changes nothing, so a burst of them
+    /// costs neither the clock nor the machine.
+    #[inline(never)]
+    fn on_child_exit(&mut self) -> Option<i32> {
+        let reaped = self.reap();
+        let main = reaped.main.and_then(error::status_code);
+        if main.is_none() && (reaped.others == 0 || !self.state.cares_about_orphans()) {
+            return None;
+        }
+        let now = Instant::now();
+        if let Some(code) = main {
+            info!("{}child exited with status {code}", self.elapsed(now));
+        }
+        self.handle(Event::Reaped { main, children_left: reaped.children_left }, now)
+    }
+
     #[inline(never)]
     fn on_other_signal(&mut self, route: Route, sig: Sig, sender: libc::pid_t) -> Option<i32> {
-        let (event, now) = match route {
+        match route {
             Route::Forward(_) | Route::Drop => {
                 debug!("not forwarding {sig} from pid {sender}");
-                return None;
+                None
             }
             Route::Suspend(to) => {
                 self.suspend(sig, to);
-                return None;
-            }
-            Route::Reap => {
-                let now = Instant::now();
-                (self.reap(now)?, now)
+                None
             }
             Route::Shutdown => {
                 debug!("received {sig} from pid {sender}");
-                (Event::Termination(sig), Instant::now())
+                self.handle(Event::Termination(sig), Instant::now())
             }
-        };
-        self.handle(event, now)
+            Route::Reap => self.on_child_exit(),
+        }
     }
 
     #[cold]
@@ -305,23 +318,15 @@ impl Supervisor {
         let _ = sys::kill(self.me.as_raw(), Sig::STOP);
     }
 
-    fn reap(&mut self, now: Instant) -> Option<Event> {
+    fn reap(&self) -> reap::Reaped {
         let warn_reaping = self.warn_reaping;
-        let reaped = reap::reap_all(self.child, |pid, status| {
+        reap::reap_all(self.child, |pid, status| {
             if warn_reaping {
-                warn!("reaped zombie process {pid}: {status:?}");
+                warn!("reaped zombie process {pid}: {}", reap::describe(pid, status));
             } else {
-                debug!("reaped pid {pid}: {status:?}");
+                debug!("reaped pid {pid}: {}", reap::describe(pid, status));
             }
-        });
-        let main = reaped.main.and_then(error::status_code);
-        if let Some(code) = main {
-            info!("{}child exited with status {code}", self.elapsed(now));
-        }
-        if main.is_none() && reaped.others == 0 {
-            return None;
-        }
-        Some(Event::Reaped { main, children_left: reaped.children_left })
+        })
     }
 
     /// Steps the machine and carries out its actions; `Some(code)` when it is time to exit.

@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::errno::Errno;
 use nix::sys::signal::SigSet;
+use nix::unistd::Pid;
 
 use crate::signals::Sig;
 
@@ -249,6 +250,18 @@ pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// waitpid(-1, WNOHANG), made directly (see `raw_syscall`): reaping runs it at least twice per
+/// SIGCHLD, and a burst of orphans is thousands of SIGCHLDs. The pid and raw status of a child
+/// that has exited, or None if every child is still running.
+#[inline(always)]
+pub fn wait_any_exited() -> nix::Result<Option<(Pid, libc::c_int)>> {
+    let mut status: libc::c_int = 0;
+    let any = -1isize as usize;
+    // SAFETY: wait4 writes the status into the int we own; no rusage (NULL).
+    let pid = unsafe { raw_syscall(libc::SYS_wait4, any, &mut status as *mut libc::c_int as usize, libc::WNOHANG as usize, 0) }?;
+    Ok((pid != 0).then(|| (Pid::from_raw(pid as libc::pid_t), status)))
 }
 
 /// Sleeps until one of the signals in `set` (all blocked) is pending and takes it off the pending
