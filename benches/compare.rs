@@ -108,42 +108,56 @@ fn valgrind_works() -> bool {
 /// User-space instructions `init` runs per forwarded signal: callgrind's total with `signals`
 /// signals, minus the total with none (start-up and exit), divided by `signals`.
 fn instructions_per_signal(init: &Init, fixture: &Path, signals: usize) -> Option<f64> {
-    let total = |count: usize| -> Option<f64> {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("callgrind.{}.{count}", init.name));
-        let mut out_file = std::ffi::OsString::from("--callgrind-out-file=");
-        out_file.push(&out);
-        let mut child = Command::new("valgrind")
-            .arg("--tool=callgrind")
-            .arg(out_file)
-            .arg(&init.path)
-            .args(&init.args)
-            .args([fixture.as_os_str(), "record".as_ref()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let mut stdout = child.stdout.take()?;
-        let mut buf = [0u8; 8];
-        stdout.read_exact(&mut buf[..1]).ok()?;
-        let pid = child.id() as i32;
-        for _ in 0..count {
-            kill(pid, libc::SIGUSR1);
-            stdout.read_exact(&mut buf).ok()?;
-        }
-        kill(pid, libc::SIGTERM);
-        child.wait().ok()?;
-        let text = fs::read_to_string(&out).ok()?;
-        let _ = fs::remove_file(&out);
-        text.lines().find_map(|l| l.strip_prefix("summary: "))?.trim().parse().ok()
+    let total = |count: usize| {
+        callgrind_total(init, fixture, &["record"], false, |child| {
+            let mut stdout = child.stdout.take()?;
+            let mut buf = [0u8; 8];
+            stdout.read_exact(&mut buf[..1]).ok()?;
+            for _ in 0..count {
+                kill(child.id() as i32, libc::SIGUSR1);
+                stdout.read_exact(&mut buf).ok()?;
+            }
+            kill(child.id() as i32, libc::SIGTERM);
+            child.wait().ok().map(drop)
+        })
     };
     Some((total(signals)? - total(0)?) / signals as f64)
 }
 
+/// User-space instructions `init`, as PID 1, runs per orphan it reaps: as above, with a child
+/// that leaves `orphans` orphans against one that leaves one.
+fn instructions_per_orphan(init: &Init, fixture: &Path, orphans: usize) -> Option<f64> {
+    let total = |count: usize| {
+        callgrind_total(init, fixture, &["orphans", &count.to_string()], true, |child| child.wait().ok().map(drop))
+    };
+    Some((total(orphans + 1)? - total(1)?) / orphans as f64)
+}
+
+/// callgrind's instruction total for `init` around `fixture mode`, as PID 1 of a new namespace
+/// if `pid1`. `drive` runs it to the end (the child handed over is valgrind, or unshare).
+fn callgrind_total(init: &Init, fixture: &Path, mode: &[&str], pid1: bool, drive: impl FnOnce(&mut Child) -> Option<()>) -> Option<f64> {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("callgrind.{}", init.name));
+    let mut out_file = std::ffi::OsString::from("--callgrind-out-file=");
+    out_file.push(&out);
+    let mut command = if pid1 {
+        let mut c = Command::new("unshare");
+        c.args(["--pid", "--fork", "--kill-child", "--mount-proc", "--", "valgrind"]);
+        c
+    } else {
+        Command::new("valgrind")
+    };
+    command.arg("--tool=callgrind").arg(out_file).arg(&init.path).args(&init.args).arg(fixture).args(mode);
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+    drive(&mut child)?;
+    let text = fs::read_to_string(&out).ok()?;
+    let _ = fs::remove_file(&out);
+    text.lines().find_map(|l| l.strip_prefix("summary: "))?.trim().parse().ok()
+}
+
 /// The 95% interval of lastcall's ratio to the best peer at percentile `p`, by bootstrap over
-/// rounds: every init got one signal per round, in shuffled order, so sample `k` of each init
-/// comes from the same moment of the run and resampling rounds keeps that pairing. Shows
-/// whether a ratio of, say, 0.99 means anything.
+/// rounds: every init had one turn per round (a signal, a reaping run), so sample `k` of each
+/// init comes from the same stretch of the run, and resampling rounds keeps that pairing.
+/// Shows whether a ratio of, say, 0.99 means anything.
 fn bootstrap_ratio_ci(samples: &[Vec<f64>], peers: &[bool], p: f64) -> Option<(f64, f64)> {
     let rounds = samples.iter().map(Vec::len).min()?;
     if !peers.contains(&true) || rounds < 10 {
@@ -374,7 +388,8 @@ fn main() {
 
     // The work behind those figures, without the noise: instructions each init runs per
     // forwarded signal, as counted by callgrind (the same count on every run).
-    if valgrind_works() {
+    let valgrind = valgrind_works();
+    if valgrind {
         let signals = n(1000);
         let counts = inits.iter().map(|init| instructions_per_signal(init, &fixture, signals)).collect();
         rows.push(Row::new(format!("instructions per forwarded signal (callgrind, {signals} signals)"), counts, ""));
@@ -429,9 +444,10 @@ fn main() {
     }
     rows.push(Row::new("signal storm (10k USR1, then TERM)", vec![None; inits.len()], "").with_text(storm_text));
 
-    // Reaping: a child leaves 2000 orphans; time until none is left, and the most at once.
+    // Reaping: a child leaves 2000 orphans; time until none is left, and the most at once. The
+    // time is mostly the child's own forking, so it is noisy: 15 rounds, each init in turn.
     let orphans = n(2000).to_string();
-    let rounds = 9;
+    let rounds = 15;
     let mut reap_ms: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
     let mut most: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
     for round in 0..rounds {
@@ -446,8 +462,16 @@ fn main() {
             most[i].push(at_once as f64);
         }
     }
-    rows.push(Row::new(format!("reaping {orphans} orphans, median of {rounds}"), reap_ms.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(), "ms"));
+    let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
+    let mut reaping = Row::new(format!("reaping {orphans} orphans, median of {rounds}"), reap_ms.iter().map(|v| Some(percentile(&sorted(v.clone()), 0.5))).collect(), "ms");
+    reaping.ratio_ci = bootstrap_ratio_ci(&reap_ms, &peers, 0.5);
+    rows.push(reaping);
     rows.push(Row::new(format!("most zombies at once (sampled every 100 forks), median of {rounds}"), most.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(), ""));
+    if valgrind {
+        let orphans = n(1000);
+        let counts = inits.iter().map(|init| instructions_per_orphan(init, &fixture, orphans)).collect();
+        rows.push(Row::new(format!("instructions per reaped orphan (callgrind, {orphans} orphans)"), counts, ""));
+    }
 
     // Shutdown accuracy: only lastcall has a grace deadline to measure.
     let grace = Duration::from_millis(300);
