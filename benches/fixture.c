@@ -5,8 +5,9 @@
  *                           write 0 and exit 0
  *   fixture sleep           wait forever
  *   fixture ignore-term     ignore TERM, write "r" to stdout, wait forever
- *   fixture orphans N       leave N orphans for PID 1, sample the namespace's zombies, wait
- *                           until none is left; print "<ms> <most zombies at once>"
+ *   fixture orphans N [US]  leave N orphans for PID 1 (pausing US microseconds after each, so
+ *                           that each SIGCHLD stands for one exit), sample the namespace's
+ *                           zombies, wait until none is left; print "<ms> <most zombies at once>"
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -78,7 +79,7 @@ int main(int argc, char **argv) {
         for (;;) pause();
     }
     if (!strcmp(mode, "orphans")) {
-        int n = argc > 2 ? atoi(argv[2]) : 2000, most = 0;
+        int n = argc > 2 ? atoi(argv[2]) : 2000, pace = argc > 3 ? atoi(argv[3]) : 0, most = 0;
         uint64_t start = now_ns();
         for (int i = 0; i < n; i++) {
             pid_t pid = fork();
@@ -87,6 +88,7 @@ int main(int argc, char **argv) {
                 _exit(0);
             }
             waitpid(pid, NULL, 0);
+            if (pace > 0) usleep(pace);
             if (i % 100 == 99) {
                 int z = count_zombies();
                 if (z > most) most = z;
