@@ -543,7 +543,8 @@ fn print_table(inits: &[Init], rows: &[Row]) {
             .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| b.min(v))));
         let ratio = match (row.values[0], best_peer) {
             (Some(ours), Some(best)) if best > 0.0 => match row.ratio_ci {
-                Some((low, high)) => format!("{:.2} ({low:.2}–{high:.2})", ours / best),
+                // Three places: across cores the whole lead is 0.5 %.
+                Some((low, high)) => format!("{:.3} ({low:.3}–{high:.3})", ours / best),
                 None => format!("{:.2}", ours / best),
             },
             (Some(ours), Some(best)) if best == 0.0 && ours == 0.0 => "equal (0)".into(),
