@@ -22,9 +22,10 @@ pub fn kill(pid: libc::pid_t, sig: Sig) -> nix::Result<()> {
     unsafe { raw_syscall(libc::SYS_kill, pid as usize, sig.0 as usize, 0, 0) }.map(drop)
 }
 
-/// A system call made directly, for the two on the signal path (kill, rt_sigtimedwait): musl's
-/// wrappers around them, with errno and the cancellation-point machinery lastcall never uses,
-/// took more instructions than the rest of the path. Unused arguments are 0.
+/// A system call made directly, for the ones on the signal and reaping paths (rt_sigtimedwait,
+/// kill, wait4). musl's wrappers, with errno and the cancellation-point machinery lastcall never
+/// uses, live elsewhere in the binary, and calling out to them cost more time than the rest of
+/// the path (README, Performance). Unused arguments are 0.
 ///
 /// # Safety
 /// As for the system call itself: any pointer passed must be valid for what it does with it.
