@@ -284,6 +284,7 @@ fn main() {
     let n = |full: usize| ((full as f64 * scale).round() as usize).max(5);
     let fixture = build_fixture();
     let inits = contenders();
+    let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
     let mut rows: Vec<Row> = Vec::new();
 
     // Size, and whether the binary is static.
@@ -378,7 +379,6 @@ fn main() {
             }
         }
         pin_self(None, cpus);
-        let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
         let (ci50, ci99) = (bootstrap_ratio_ci(&latency, &peers, 0.5), bootstrap_ratio_ci(&latency, &peers, 0.99));
         let latency: Vec<Vec<f64>> = latency.into_iter().map(sorted).collect();
         let mut p50 = Row::new(format!("forwarding latency p50, {label} ({} signals)", latency[0].len()), latency.iter().map(|l| Some(percentile(l, 0.5))).collect(), "µs");
@@ -464,7 +464,6 @@ fn main() {
             most[i].push(at_once as f64);
         }
     }
-    let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
     let mut reaping = Row::new(format!("reaping {orphans} orphans, median of {rounds}"), reap_ms.iter().map(|v| Some(percentile(&sorted(v.clone()), 0.5))).collect(), "ms");
     reaping.ratio_ci = bootstrap_ratio_ci(&reap_ms, &peers, 0.5);
     rows.push(reaping);

@@ -221,8 +221,8 @@ pub fn block_handled() -> nix::Result<()> {
 /// A close-on-exec signalfd for the handled set, for the times the event loop also waits on
 /// sockets or a deadline: it sleeps in poll() and reads only once poll says there is something
 /// to read. With nothing but signals to wait for it uses sigwaitinfo instead (`sys`).
-pub fn open_signalfd() -> nix::Result<SignalFd> {
-    SignalFd::with_flags(&handled_set(), SfdFlags::SFD_CLOEXEC)
+pub fn open_signalfd(handled: &SigSet) -> nix::Result<SignalFd> {
+    SignalFd::with_flags(handled, SfdFlags::SFD_CLOEXEC)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The event loop: wait on the signalfd (and the health and notify sockets) with a timeout that
-//! ends at the next deadline, turn what happened into events, and carry out the actions
+//! The event loop: wait for signals (in sigwaitinfo, or on the signalfd in poll with the health
+//! and notify sockets and a timeout that ends at the next deadline), turn what happened into events, and carry out the actions
 //! `machine::step` returns. A signal outside the shutdown (HUP, USR1, WINCH, ...) is forwarded
 //! straight from the routing table instead: the machine would only echo it back. No threads and
 //! no periodic timer: with no deadline pending, lastcall sleeps until something arrives.
@@ -33,8 +33,8 @@ const KILL_WAIT: Duration = Duration::from_secs(3);
 /// Returns lastcall's exit code. Signals must already be blocked.
 pub fn run(config: Config) -> Result<i32, Error> {
     sys::reset_dispositions();
-    let signalfd = signals::open_signalfd().map_err(|e| Error::setup("cannot create a signalfd", e))?;
     let handled = signals::handled_set();
+    let signalfd = signals::open_signalfd(&handled).map_err(|e| Error::setup("cannot create a signalfd", e))?;
     let me = getpid();
     let pid1 = me.as_raw() == 1;
     if let Some(sig) = config.parent_death_signal {
@@ -240,8 +240,9 @@ impl Supervisor {
     ///
     /// The common case, a signal to forward, is a table lookup and kill(): no clock, no state
     /// machine, and inlined into the loop. On this path the cache lines and pages touched cost
-    /// more than the instructions run: calling musl's wrappers for the two syscalls, elsewhere
-    /// in the binary, measured 0.1 µs more per signal. Everything else is out of line.
+    /// more than the instructions run: calls out to musl's syscall wrappers and to this path's
+    /// own helpers, elsewhere in the binary, measured 0.15-0.2 µs per signal (README,
+    /// Performance). Everything else is out of line.
     #[inline(always)]
     fn on_signal(&mut self, sig: Sig, sender: libc::pid_t) -> Option<i32> {
         match self.routes.of(sig) {
