@@ -1,21 +1,8 @@
 //! lastcall: a tiny static PID-1 init and signal forwarder for containers.
 #![deny(unsafe_code)]
 
-mod child;
-mod cli;
-mod error;
-mod health;
-mod logging;
-mod machine;
-mod notify;
-mod probe;
-mod ready;
-mod reap;
-mod signals;
-mod supervisor;
-mod sys;
-
-use cli::Parsed;
+use lastcall::cli::{self, Parsed};
+use lastcall::{error, logging, probe, signals, supervisor};
 
 fn main() {
     // Before anything else, so that a signal landing during start-up waits for the event loop
