@@ -14,6 +14,7 @@ use std::time::Duration;
 use log::LevelFilter;
 
 use crate::error::Error;
+use crate::machine::UnreadyOn;
 use crate::signals::Sig;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +23,8 @@ pub struct Config {
     pub pre_stop: Duration,
     /// `None`: never escalate to SIGKILL (`--grace 0`).
     pub grace: Option<Duration>,
+    /// When readiness goes: at the first termination signal, or when the stop signal is forwarded.
+    pub unready_on: UnreadyOn,
     /// `None`: forward the signal that was received.
     pub stop_signal: Option<Sig>,
     /// Received → forwarded; `Sig(0)` drops the signal.
@@ -66,13 +69,28 @@ pub enum Parsed {
 pub const USAGE_LINE: &str = "Usage: lastcall [OPTIONS] [--] COMMAND [ARGS]...  |  lastcall probe ready|live [OPTIONS]";
 pub const HINT_LINE: &str = "Try 'lastcall --help' for more information.";
 
-const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+/// The shortest stop budget among the platforms lastcall runs under: `docker stop`, Podman and
+/// Compose wait 10 s before their SIGKILL (Kubernetes 30 s, systemd 90 s). With no settings,
+/// lastcall's own escalation and the last line of its timeline must land inside it.
+const PLATFORM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// What lastcall keeps back from a stop budget for its SIGKILL, the reaping and the last log
+/// line, so that the platform's SIGKILL never races its own; on a loaded 2-core machine these
+/// took well under a second.
+pub const STOP_MARGIN: Duration = Duration::from_secs(2);
+/// 8 s: Docker's 10 s less the margin.
+const DEFAULT_GRACE: Duration = PLATFORM_STOP_TIMEOUT.saturating_sub(STOP_MARGIN);
+/// The log level under lastcall's own name (and `docker-init`'s): the shutdown timeline, which
+/// is what `docker logs` and the journal should show after a bad deploy. A peer's personality
+/// (tini, dumb-init) keeps that peer's quieter default instead.
+pub const DEFAULT_LOG_LEVEL: LevelFilter = LevelFilter::Info;
 const LOG_ENV: &str = "LASTCALL_LOG";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Id {
     PreStop,
     Grace,
+    StopTimeout,
+    UnreadyOn,
     StopSignal,
     Rewrite,
     ReadyFile,
@@ -118,7 +136,23 @@ const OPTIONS: &[Opt] = &[
         shorts: &[],
         value: Some("DURATION"),
         env: Some("LASTCALL_GRACE"),
-        help: "after forwarding the stop signal, wait this long, then SIGKILL; 0 never escalates [default: 10s]",
+        help: "after forwarding the stop signal, wait this long, then SIGKILL; 0 never escalates [default: 8s, or what --stop-timeout leaves]",
+    },
+    Opt {
+        id: Id::StopTimeout,
+        long: "stop-timeout",
+        shorts: &[],
+        value: Some("DURATION"),
+        env: Some("LASTCALL_STOP_TIMEOUT"),
+        help: "the platform's stop budget (docker stop -t, stop_grace_period, terminationGracePeriodSeconds, TimeoutStopSec): grace defaults to what the pre-stop leaves of it less 2s, and a pre-stop + grace that does not fit is refused",
+    },
+    Opt {
+        id: Id::UnreadyOn,
+        long: "unready-on",
+        shorts: &[],
+        value: Some("signal|stop"),
+        env: Some("LASTCALL_UNREADY_ON"),
+        help: "when /ready and the ready file go: at the first termination signal, or when the stop signal is forwarded after the pre-stop [default: signal]",
     },
     Opt {
         id: Id::StopSignal,
@@ -230,7 +264,7 @@ const OPTIONS: &[Opt] = &[
         shorts: &['v'],
         value: None,
         env: None,
-        help: "log more: -v the shutdown timeline, -vv every signal [env: LASTCALL_LOG=info|debug|trace]",
+        help: "log more: -v every signal, -vv everything [env: LASTCALL_LOG=debug|trace]",
     },
     Opt {
         id: Id::Quiet,
@@ -238,7 +272,7 @@ const OPTIONS: &[Opt] = &[
         shorts: &['q'],
         value: None,
         env: None,
-        help: "log less: -q errors only, -qq nothing [env: LASTCALL_LOG=error|off]",
+        help: "log less: -q no shutdown timeline (warnings only), -qq errors only, -qqq nothing [env: LASTCALL_LOG=warn|error|off]",
     },
     Opt { id: Id::Help, long: "help", shorts: &['h'], value: None, env: None, help: "print this help" },
     Opt { id: Id::Version, long: "version", shorts: &['V'], value: None, env: None, help: "print the version" },
@@ -417,7 +451,7 @@ where
         return Ok(Parsed::Print(help_text()));
     }
     if line.has(Id::Version) {
-        return Ok(Parsed::Print(format!("lastcall {}\n", env!("CARGO_PKG_VERSION"))));
+        return Ok(Parsed::Print(version_line()));
     }
     if line.has(Id::License) {
         return Ok(Parsed::Print(LICENSE.into()));
@@ -431,11 +465,10 @@ where
     }
 
     let pre_stop = value(&line, &env, Id::PreStop, parse_duration)?.unwrap_or(Duration::ZERO);
-    let grace = match value(&line, &env, Id::Grace, parse_duration)? {
-        Some(d) if d.is_zero() => None,
-        Some(d) => Some(d),
-        None => Some(DEFAULT_GRACE),
-    };
+    let grace = value(&line, &env, Id::Grace, parse_duration)?;
+    let stop_timeout = value(&line, &env, Id::StopTimeout, parse_stop_timeout)?;
+    let grace = fit_in_stop_timeout(pre_stop, grace, stop_timeout, |id| source(&line, &env, id))?;
+    let unready_on = value(&line, &env, Id::UnreadyOn, parse_unready_on)?.unwrap_or(UnreadyOn::Signal);
     let stop_signal = value(&line, &env, Id::StopSignal, |s| Sig::parse(s, false))?;
     let rewrite = list(&line, &env, Id::Rewrite, parse_rewrite)?;
     let remap_exit = list(&line, &env, Id::RemapExit, parse_exit_code)?;
@@ -458,6 +491,7 @@ where
         command: line.command,
         pre_stop,
         grace,
+        unready_on,
         stop_signal,
         rewrite,
         ready_file,
@@ -508,6 +542,77 @@ fn parse_probe<F: Fn(&str) -> Option<OsString>>(args: Vec<OsString>, env: &Env<F
             Err(Error::Usage("probe live needs --health-listen: a ready file says nothing about liveness".into()))
         }
         _ => Ok(ProbeConfig { target, health_listen, ready_file }),
+    }
+}
+
+/// `lastcall --version`: dockerd's `parseInitVersion` (what `docker info` shows as the init
+/// version) takes the text after " - " as `git.COMMIT`; the first part names lastcall's version
+/// and the target it was built for.
+pub fn version_line() -> String {
+    format!(
+        "lastcall {} ({}) - git.{}\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("LASTCALL_BUILD_TARGET"),
+        env!("LASTCALL_GIT_COMMIT")
+    )
+}
+
+/// The grace to use: the one given, else what `--stop-timeout` leaves after the pre-stop and
+/// the margin, else the default. Refuses a pre-stop + grace that the stop timeout cannot hold.
+fn fit_in_stop_timeout(
+    pre_stop: Duration,
+    grace: Option<Duration>,
+    stop_timeout: Option<Duration>,
+    source: impl Fn(Id) -> Option<String>,
+) -> Result<Option<Duration>, Error> {
+    let grace = grace.map(|g| (!g.is_zero()).then_some(g));
+    let Some(budget) = stop_timeout else {
+        return Ok(grace.unwrap_or(Some(DEFAULT_GRACE)));
+    };
+    let name = |id| source(id).unwrap_or_else(|| format!("--{}", opt(id).long));
+    let seconds = |d: Duration| format!("{}s", d.as_secs_f64());
+    let room = budget.checked_sub(STOP_MARGIN).and_then(|r| r.checked_sub(pre_stop));
+    let refuse = |what: String| {
+        Error::Usage(format!(
+            "{what} does not fit in {} {} less {} for the SIGKILL and exit: shorten it or raise {}",
+            name(Id::StopTimeout),
+            seconds(budget),
+            seconds(STOP_MARGIN),
+            name(Id::StopTimeout)
+        ))
+    };
+    match (grace, room) {
+        (None, Some(room)) if !room.is_zero() => Ok(Some(room)),
+        (None, _) => Err(refuse(format!("{} {}", name(Id::PreStop), seconds(pre_stop)))),
+        (Some(None), _) => Err(refuse(format!("{} 0 (never escalate)", name(Id::Grace)))),
+        (Some(Some(g)), Some(room)) if g <= room => Ok(Some(g)),
+        (Some(Some(g)), _) => {
+            Err(refuse(format!("{} {} + {} {}", name(Id::PreStop), seconds(pre_stop), name(Id::Grace), seconds(g))))
+        }
+    }
+}
+
+/// Which spelling an option's value came from: its flag, its variable, or neither.
+fn source<F: Fn(&str) -> Option<OsString>>(line: &CommandLine, env: &Env<F>, id: Id) -> Option<String> {
+    let opt = opt(id);
+    if line.has(id) {
+        return Some(format!("--{}", opt.long));
+    }
+    opt.env.filter(|name| env.get(name).ok().flatten().is_some()).map(str::to_string)
+}
+
+fn parse_stop_timeout(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err("expected a duration above 0".into()),
+        d => Ok(d),
+    }
+}
+
+fn parse_unready_on(text: &str) -> Result<UnreadyOn, String> {
+    match text.trim() {
+        "signal" => Ok(UnreadyOn::Signal),
+        "stop" => Ok(UnreadyOn::Stop),
+        _ => Err("expected signal or stop".into()),
     }
 }
 
@@ -621,15 +726,12 @@ where
     let verbose = line.count(Id::Verbose) as i32;
     let quiet = line.count(Id::Quiet) as i32;
     if verbose > 0 || quiet > 0 {
-        // Each -v is one level up from the default (warn), each -q one down.
-        return Ok(match verbose - quiet {
-            i32::MIN..=-2 => LevelFilter::Off,
-            -1 => LevelFilter::Error,
-            0 => LevelFilter::Warn,
-            1 => LevelFilter::Info,
-            2 => LevelFilter::Debug,
-            _ => LevelFilter::Trace,
-        });
+        // Each -v is one level up from the default, each -q one down.
+        const SCALE: [LevelFilter; 6] =
+            [LevelFilter::Off, LevelFilter::Error, LevelFilter::Warn, LevelFilter::Info, LevelFilter::Debug, LevelFilter::Trace];
+        let at = SCALE.iter().position(|l| *l == DEFAULT_LOG_LEVEL).unwrap_or(2) as i32;
+        let index = (at + verbose - quiet).clamp(0, SCALE.len() as i32 - 1);
+        return Ok(SCALE[index as usize]);
     }
     if let Some(text) = env.get(LOG_ENV)? {
         return text
@@ -646,7 +748,7 @@ where
             _ => Err(bad_value("TINI_VERBOSITY", &text, "expected 0, 1, 2 or 3")),
         };
     }
-    Ok(LevelFilter::Warn)
+    Ok(DEFAULT_LOG_LEVEL)
 }
 
 /// `500ms`, `5s`, `1m30s`, `2h`, `1.5s`; a plain number is seconds.
@@ -711,16 +813,64 @@ mod tests {
         let c = config(&["app"], &[]);
         assert_eq!(c.command, vec![OsString::from("app")]);
         assert_eq!(c.pre_stop, Duration::ZERO);
-        assert_eq!(c.grace, Some(Duration::from_secs(10)));
+        // Inside Docker's 10 s with room for the SIGKILL and the timeline's last line.
+        assert_eq!(c.grace, Some(Duration::from_secs(8)));
         assert_eq!(c.stop_signal, None);
-        assert_eq!(c.log_level, LevelFilter::Warn);
+        assert_eq!(c.unready_on, UnreadyOn::Signal);
+        assert_eq!(c.log_level, LevelFilter::Info, "the shutdown timeline is shown by default");
+    }
+
+    #[test]
+    fn stop_timeout_sets_the_grace_and_refuses_what_cannot_fit() {
+        let s = Duration::from_secs;
+        assert_eq!(config(&["--stop-timeout", "10s", "app"], &[]).grace, Some(s(8)));
+        assert_eq!(config(&["--stop-timeout", "30", "--pre-stop", "5s", "app"], &[]).grace, Some(s(23)));
+        let env = [("LASTCALL_STOP_TIMEOUT", "10s"), ("LASTCALL_PRE_STOP", "2s")];
+        assert_eq!(config(&["app"], &env).grace, Some(s(6)));
+        assert_eq!(config(&["--grace", "6s", "app"], &env).grace, Some(s(6)), "exactly fits");
+        let msg = usage_error(&["--grace", "7s", "app"], &env);
+        for needle in ["LASTCALL_PRE_STOP 2s", "--grace 7s", "LASTCALL_STOP_TIMEOUT 10s"] {
+            assert!(msg.contains(needle), "{needle:?} not in {msg}");
+        }
+        let msg = usage_error(&["--stop-timeout", "10", "--pre-stop", "8s", "app"], &[]);
+        assert!(msg.contains("--pre-stop 8s") && msg.contains("--stop-timeout 10s"), "{msg}");
+        let msg = usage_error(&["--stop-timeout", "1s", "app"], &[]);
+        assert!(msg.contains("--pre-stop 0s"), "{msg}");
+        let msg = usage_error(&["--stop-timeout", "1m", "--grace", "0", "app"], &[]);
+        assert!(msg.contains("--grace 0 (never escalate)"), "{msg}");
+        let msg = usage_error(&["--stop-timeout", "0", "app"], &[]);
+        assert!(msg.contains("--stop-timeout") && msg.contains("'0'"), "{msg}");
+        assert!(!msg.contains('\n'));
+        // Without a stop timeout nothing is checked.
+        assert_eq!(config(&["--pre-stop", "1h", "app"], &[]).grace, Some(s(8)));
+    }
+
+    #[test]
+    fn unready_on() {
+        assert_eq!(config(&["--unready-on", "stop", "app"], &[]).unready_on, UnreadyOn::Stop);
+        assert_eq!(config(&["app"], &[("LASTCALL_UNREADY_ON", "stop")]).unready_on, UnreadyOn::Stop);
+        assert_eq!(config(&["--unready-on=signal", "app"], &[("LASTCALL_UNREADY_ON", "stop")]).unready_on, UnreadyOn::Signal);
+        let msg = usage_error(&["app"], &[("LASTCALL_UNREADY_ON", "later")]);
+        assert!(msg.contains("LASTCALL_UNREADY_ON") && msg.contains("'later'"), "{msg}");
+    }
+
+    #[test]
+    fn version_is_what_dockerd_parses() {
+        // moby's parseInitVersion: the part after " - ", trimmed, must be git.COMMIT with one dot.
+        let line = version_line();
+        let (name, git) = line.split_once(" - ").expect("a ' - ' separator");
+        assert!(name.starts_with(&format!("lastcall {} (", env!("CARGO_PKG_VERSION"))), "{line}");
+        assert!(name.contains(env!("LASTCALL_BUILD_TARGET")), "{line}");
+        let parts: Vec<&str> = git.trim().split('.').collect();
+        assert!(parts.len() == 2 && parts[0] == "git" && !parts[1].is_empty(), "{line}");
+        assert!(line.ends_with('\n') && line.lines().count() == 1);
     }
 
     #[test]
     fn parsing_stops_at_the_first_non_option() {
         let c = config(&["sh", "-c", "echo --grace x", "-v"], &[]);
         assert_eq!(c.command, ["sh", "-c", "echo --grace x", "-v"].map(OsString::from));
-        assert_eq!(c.log_level, LevelFilter::Warn);
+        assert_eq!(c.log_level, DEFAULT_LOG_LEVEL);
         let c = config(&["--grace", "1s", "--", "-weird-name", "--pre-stop"], &[]);
         assert_eq!(c.command, ["-weird-name", "--pre-stop"].map(OsString::from));
     }
@@ -755,15 +905,18 @@ mod tests {
 
     #[test]
     fn log_levels() {
-        assert_eq!(config(&["-v", "app"], &[]).log_level, LevelFilter::Info);
-        assert_eq!(config(&["-vv", "app"], &[]).log_level, LevelFilter::Debug);
+        assert_eq!(config(&["app"], &[]).log_level, LevelFilter::Info);
+        assert_eq!(config(&["-v", "app"], &[]).log_level, LevelFilter::Debug);
+        assert_eq!(config(&["-vv", "app"], &[]).log_level, LevelFilter::Trace);
         assert_eq!(config(&["-vvv", "app"], &[]).log_level, LevelFilter::Trace);
-        assert_eq!(config(&["-q", "app"], &[]).log_level, LevelFilter::Error);
-        assert_eq!(config(&["-qq", "app"], &[]).log_level, LevelFilter::Off);
+        assert_eq!(config(&["-q", "app"], &[]).log_level, LevelFilter::Warn, "-q silences the timeline");
+        assert_eq!(config(&["-qq", "app"], &[]).log_level, LevelFilter::Error);
+        assert_eq!(config(&["-qqq", "app"], &[]).log_level, LevelFilter::Off);
+        assert_eq!(config(&["-vq", "app"], &[]).log_level, LevelFilter::Info);
         assert_eq!(config(&["app"], &[("LASTCALL_LOG", "debug")]).log_level, LevelFilter::Debug);
-        assert_eq!(config(&["-q", "app"], &[("LASTCALL_LOG", "debug")]).log_level, LevelFilter::Error);
+        assert_eq!(config(&["-q", "app"], &[("LASTCALL_LOG", "debug")]).log_level, LevelFilter::Warn);
         // RUST_LOG belongs to the child.
-        assert_eq!(config(&["app"], &[("RUST_LOG", "trace")]).log_level, LevelFilter::Warn);
+        assert_eq!(config(&["app"], &[("RUST_LOG", "trace")]).log_level, LevelFilter::Info);
     }
 
     #[test]
@@ -854,7 +1007,7 @@ mod tests {
 
     #[test]
     fn tini_and_dumb_init_flags_mean_what_they_meant() {
-        let c = config(&["-s", "-g", "-w", "-vvv", "-p", "SIGKILL", "--", "app"], &[]);
+        let c = config(&["-s", "-g", "-w", "-vv", "-p", "SIGKILL", "--", "app"], &[]);
         assert!(c.subreaper && !c.single_child && c.warn_reaping);
         assert_eq!(c.parent_death_signal, Some(Sig::KILL));
         assert_eq!(c.log_level, LevelFilter::Trace);

@@ -11,10 +11,10 @@
 //!
 //! | phase      | event                           | next phase          | actions                      |
 //! |------------|---------------------------------|---------------------|------------------------------|
-//! | Running    | term t, pre-stop > 0            | PreStop(t)          | note, Unready                |
+//! | Running    | term t, pre-stop > 0            | PreStop(t)          | note, Unready¹               |
 //! | Running    | term t, pre-stop = 0            | Draining(grace)     | note, Unready, Forward(stop(t)) |
-//! | PreStop    | term t (a second one)           | Draining(grace)     | note, Forward(stop(pending)) |
-//! | PreStop    | deadline                        | Draining(grace)     | note, Forward(stop(pending)) |
+//! | PreStop    | term t (a second one)           | Draining(grace)     | note, Unready², Forward(stop(pending)) |
+//! | PreStop    | deadline                        | Draining(grace)     | note, Unready², Forward(stop(pending)) |
 //! | Draining   | term t, main alive              | Draining (same)     | note, Forward(stop(t))       |
 //! | Draining   | term t, main exited             | Draining (same)     | note, SignalAll(stop(t))     |
 //! | Draining   | deadline                        | Killing(kill wait)  | SignalAll(KILL)              |
@@ -22,7 +22,7 @@
 //! | Killing    | deadline                        | Exited              | Exit(main's code, else 137)  |
 //! | any live   | main exited, no others          | Exited              | Exit(main's code)            |
 //! | Running    | main exited, others             | Draining(grace)     | Unready, SignalAll(stop(TERM)) |
-//! | PreStop    | main exited, others             | Draining(grace)     | SignalAll(stop(pending))     |
+//! | PreStop    | main exited, others             | Draining(grace)     | Unready², SignalAll(stop(pending)) |
 //! | Draining   | main exited, others             | Draining (same)     | SignalOthers(stop(TERM))     |
 //! | Killing    | a reap, others                  | Killing (same)      | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
@@ -30,6 +30,9 @@
 //!
 //! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
 //! the ready file, answer 503, tell systemd STOPPING=1) comes first, before any signal.
+//! ¹ with `--unready-on signal` (the default) only; ² with `--unready-on stop` only: readiness
+//! then holds through the pre-stop and goes with the stop signal (KEP-1669's terminating
+//! endpoints stay usable as a fallback while they are still ready).
 //!
 //! Every other signal is forwarded as rw(s) in every live phase and changes nothing here, so it
 //! never reaches `step()`: `signals::Routes` sends it on with one table lookup, without reading
@@ -50,6 +53,16 @@ pub struct Policy {
     pub rewrite: Vec<(Sig, Sig)>,
     /// How long to wait for SIGKILLed processes to be reaped before giving up on them.
     pub kill_wait: Duration,
+    pub unready_on: UnreadyOn,
+}
+
+/// When the app stops announcing readiness (`--unready-on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnreadyOn {
+    /// At the first termination signal, before the pre-stop.
+    Signal,
+    /// When the stop signal is forwarded, after the pre-stop.
+    Stop,
 }
 
 impl Policy {
@@ -60,6 +73,11 @@ impl Policy {
 
     fn grace_deadline(&self, now: Instant) -> Option<Instant> {
         self.grace.map(|grace| now + grace)
+    }
+
+    /// Unready at the start of the pre-stop, or at its end.
+    fn unready_at(&self, when: UnreadyOn) -> Option<Action> {
+        (self.unready_on == when).then_some(Action::Unready)
     }
 }
 
@@ -198,7 +216,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
         Event::Termination(sig) => match state.phase {
             Running if policy.pre_stop > Duration::ZERO => (
                 PreStop { until: now + policy.pre_stop, pending: sig },
-                Actions::of(&[Some(received(sig)), Some(Unready), Some(Timeline(Note::PreStopStarted))]),
+                Actions::of(&[Some(received(sig)), policy.unready_at(UnreadyOn::Signal), Some(Timeline(Note::PreStopStarted))]),
             ),
             Running => (
                 Draining { until: policy.grace_deadline(now) },
@@ -206,7 +224,12 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
             ),
             PreStop { pending, .. } => (
                 Draining { until: policy.grace_deadline(now) },
-                Actions::of(&[Some(received(sig)), Some(Timeline(Note::PreStopCut)), forward(policy.stop(pending))]),
+                Actions::of(&[
+                    Some(received(sig)),
+                    Some(Timeline(Note::PreStopCut)),
+                    policy.unready_at(UnreadyOn::Stop),
+                    forward(policy.stop(pending)),
+                ]),
             ),
             Draining { .. } if state.main_code.is_none() => {
                 (state.phase, Actions::of(&[Some(received(sig)), forward(policy.stop(sig))]))
@@ -218,7 +241,11 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
         Event::Deadline => match state.phase {
             PreStop { pending, .. } => (
                 Draining { until: policy.grace_deadline(now) },
-                Actions::of(&[Some(Timeline(Note::PreStopEnded)), forward(policy.stop(pending))]),
+                Actions::of(&[
+                    Some(Timeline(Note::PreStopEnded)),
+                    policy.unready_at(UnreadyOn::Stop),
+                    forward(policy.stop(pending)),
+                ]),
             ),
             Draining { .. } => (Killing { until: now + policy.kill_wait }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
             Killing { .. } => (Exited, Actions::of(&[Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))])),
@@ -241,7 +268,11 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                     ),
                     PreStop { pending, .. } if main_just_exited => (
                         Draining { until: policy.grace_deadline(now) },
-                        Actions::of(&[Some(Timeline(Note::PreStopCut)), signal_all(policy.stop(pending))]),
+                        Actions::of(&[
+                            Some(Timeline(Note::PreStopCut)),
+                            policy.unready_at(UnreadyOn::Stop),
+                            signal_all(policy.stop(pending)),
+                        ]),
                     ),
                     Draining { .. } if main_just_exited => {
                         (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
@@ -271,6 +302,7 @@ mod tests {
             stop_signal: None,
             rewrite: vec![],
             kill_wait: S * 3,
+            unready_on: UnreadyOn::Signal,
         }
     }
 
@@ -299,6 +331,27 @@ mod tests {
         assert!(a.iter().all(|a| matches!(a, Timeline(_) | Unready)), "{a:?}");
         assert!(a.contains(&Unready), "readiness goes before the pre-stop starts");
         assert_eq!(s.deadline(), Some(t0 + S * 2));
+    }
+
+    #[test]
+    fn unready_on_stop_keeps_readiness_through_the_pre_stop() {
+        let t0 = Instant::now();
+        let p = Policy { unready_on: UnreadyOn::Stop, ..policy(2, 10) };
+        let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
+        assert!(!a.contains(&Unready), "{a:?}");
+        let (_, a) = step(s, Event::Deadline, t0 + S * 2, &p);
+        assert_eq!(a, vec![Timeline(Note::PreStopEnded), Unready, Forward(Sig::TERM)]);
+        let (_, a) = step(s, Event::Termination(Sig::TERM), t0 + S, &p);
+        assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Timeline(Note::PreStopCut), Unready, Forward(Sig::TERM)]);
+        let (_, a) = step(s, Event::Reaped { main: Some(0), children_left: true }, t0 + S, &p);
+        assert_eq!(a, vec![Timeline(Note::PreStopCut), Unready, SignalAll(Sig::TERM)]);
+        // Without a pre-stop both modes are the same.
+        let (_, a) = step(State::START, Event::Termination(Sig::TERM), t0, &Policy { unready_on: UnreadyOn::Stop, ..policy(0, 10) });
+        assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Unready, Forward(Sig::TERM)]);
+        // And with the default, readiness never goes twice.
+        let (s, _) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(2, 10));
+        let (_, a) = step(s, Event::Deadline, t0 + S * 2, &policy(2, 10));
+        assert!(!a.contains(&Unready), "{a:?}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use nix::unistd::{getpid, Pid};
 use crate::cli::Config;
 use crate::error::{self, Error};
 use crate::health::{self, Health};
-use crate::machine::{self, Action, Event, Note, Phase, Policy, State};
+use crate::machine::{self, Action, Event, Note, Policy, State};
 use crate::notify::NotifyRelay;
 use crate::ready::ReadyFile;
 use crate::signals::{self, Route, Routes, Sig};
@@ -96,6 +96,7 @@ pub fn run(config: Config) -> Result<i32, Error> {
         stop_signal: config.stop_signal,
         rewrite: config.rewrite.clone(),
         kill_wait: KILL_WAIT,
+        unready_on: config.unready_on,
     };
     let mut supervisor = Supervisor {
         routes: Routes::new(config.setsid, &config.rewrite),
@@ -108,6 +109,7 @@ pub fn run(config: Config) -> Result<i32, Error> {
         single_child: config.single_child,
         warn_reaping: config.warn_reaping,
         state: State::START,
+        ready: true,
         shutdown_at: None,
         ready_file,
         health,
@@ -145,6 +147,8 @@ struct Supervisor {
     single_child: bool,
     warn_reaping: bool,
     state: State,
+    /// Whether /ready answers 200: until the machine says Unready.
+    ready: bool,
     /// When the first termination signal arrived: the timeline's zero.
     shutdown_at: Option<Instant>,
     ready_file: Option<ReadyFile>,
@@ -210,7 +214,7 @@ impl Supervisor {
                     n.relay();
                 }
             }
-            let status = health::Status { ready: self.state.phase == Phase::Running };
+            let status = health::Status { ready: self.ready };
             if let Some(h) = &mut self.health {
                 h.service(&health_ready, status, Instant::now());
             }
@@ -272,7 +276,12 @@ impl Supervisor {
         }
         let now = Instant::now();
         if let Some(code) = main {
-            info!("{}child exited with status {code}", self.elapsed(now));
+            // The timeline's last line; an app that simply ends is no news.
+            if self.shutdown_at.is_some() {
+                info!("{}child exited with status {code}", self.elapsed(now));
+            } else {
+                debug!("child exited with status {code}");
+            }
         }
         self.handle(Event::Reaped { main, children_left: reaped.children_left }, now)
     }
@@ -356,6 +365,7 @@ impl Supervisor {
     /// Shutdown has begun: the ready file goes, /ready answers 503 (the health status is read
     /// off the phase), and systemd hears that the service is stopping, with time to do it.
     fn unready(&mut self) {
+        self.ready = false;
         if let Some(file) = &mut self.ready_file {
             file.remove();
         }

@@ -155,7 +155,7 @@ fn hundreds_of_orphans_are_reaped_and_no_zombie_is_left() {
 
 #[test]
 fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
-    let (mut run, out) = with_ready_fixture("prestop", Mode::Pid1, &["-v", "--pre-stop", "1500ms"], "record", &[]);
+    let (mut run, out) = with_ready_fixture("prestop", Mode::Pid1, &["--pre-stop", "1500ms"], "record", &[]);
     let sent = monotonic_ns();
     run.signal(libc::SIGTERM);
     let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 10 * SEC);
@@ -163,7 +163,7 @@ fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
     assert!(delay >= Duration::from_millis(1500), "forwarded after {delay:?}");
     assert!(delay < Duration::from_millis(2500), "forwarded after {delay:?}");
     assert_eq!(run.wait(10 * SEC), 0);
-    // The timeline, at info level.
+    // The timeline, at the default level.
     let log = run.stderr();
     for entry in ["received SIGTERM", "pre-stop", "pre-stop ended", "forwarded SIGTERM", "child exited with status 0"] {
         assert!(log.contains(entry), "no '{entry}' in:\n{log}");
@@ -185,6 +185,20 @@ fn a_second_termination_signal_cuts_the_pre_stop_short() {
     let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 5 * SEC);
     let delay = Duration::from_nanos(signal_time(&line) - sent);
     assert!(delay < SEC, "forwarded {delay:?} after the second signal");
+    assert_eq!(run.wait(10 * SEC), 0);
+    // The timeline, each line once.
+    let log = run.stderr();
+    let lines: Vec<&str> = log.lines().collect();
+    for entry in ["received SIGTERM", "received SIGINT", "pre-stop cut short", "forwarded SIGTERM", "child exited with status 0"] {
+        assert_eq!(lines.iter().filter(|l| l.ends_with(entry) || l.contains(&format!("{entry} "))).count(), 1, "'{entry}' in:\n{log}");
+    }
+    assert!(lines.iter().all(|l| l.starts_with("lastcall: +")), "{log}");
+}
+
+#[test]
+fn quiet_silences_the_timeline() {
+    let (mut run, _) = with_ready_fixture("quiet", Mode::Pid1, &["-q", "--pre-stop", "100ms"], "record", &[]);
+    run.signal(libc::SIGTERM);
     assert_eq!(run.wait(10 * SEC), 0);
     assert_eq!(run.stderr(), "");
 }
