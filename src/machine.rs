@@ -17,19 +17,24 @@
 //! | PreStop    | deadline                        | Draining(grace)     | note, Unready², Forward(stop(pending)) |
 //! | Draining   | term t, main alive              | Draining (same)     | note, Forward(stop(t))       |
 //! | Draining   | term t, main exited             | Draining (same)     | note, SignalAll(stop(t))     |
-//! | Draining   | deadline                        | Killing(kill wait)  | SignalAll(KILL)              |
+//! | Draining   | deadline                        | Killing(kill wait)  | note, SignalAll(KILL)        |
 //! | Killing    | term t                          | Killing (same)      | -                            |
-//! | Killing    | deadline                        | Exited              | Exit(main's code, else 137)  |
+//! | Killing    | deadline                        | Exited              | SignalAll(KILL), Exit(main's code, else 137) |
 //! | any live   | main exited, no others          | Exited              | Exit(main's code)            |
 //! | Running    | main exited, others             | Draining(grace)     | Unready, SignalAll(stop(TERM)) |
 //! | PreStop    | main exited, others             | Draining(grace)     | Unready², SignalAll(stop(pending)) |
 //! | Draining   | main exited, others             | Draining (same)     | SignalOthers(stop(TERM))     |
-//! | Killing    | a reap, others                  | Killing (same)      | SignalAll(KILL) (re-parented)|
+//! | Killing    | a reap, others                  | Killing(kill wait)  | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
 //! | Exited     | anything                        | Exited              | -                            |
 //!
 //! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
 //! the ready file, answer 503, tell systemd STOPPING=1) comes first, before any signal.
+//! In Killing, every reap sends SIGKILL again: the dead leave their children to lastcall (the
+//! subreaper), and a fork bomb's setsid'd children reach no group. Each death restarts the kill
+//! wait, which only bounds how long lastcall waits for processes that do not die at all (stuck in
+//! uninterruptible sleep); the last SIGKILL goes out as the wait ends. Only the note is logged: the
+//! repeated SIGKILLs are silent.
 //! ¹ with `--unready-on signal` (the default) only; ² with `--unready-on stop` only: readiness
 //! then holds through the pre-stop and goes with the stop signal (KEP-1669's terminating
 //! endpoints stay usable as a fallback while they are still ready).
@@ -142,6 +147,8 @@ pub enum Note {
     PreStopStarted,
     PreStopEnded,
     PreStopCut,
+    /// The grace ran out; SIGKILL follows.
+    GraceExpired,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,8 +254,13 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                     forward(policy.stop(pending)),
                 ]),
             ),
-            Draining { .. } => (Killing { until: now + policy.kill_wait }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
-            Killing { .. } => (Exited, Actions::of(&[Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))])),
+            Draining { .. } => (
+                Killing { until: now + policy.kill_wait },
+                Actions::of(&[Some(Timeline(Note::GraceExpired)), Some(SignalAll(Sig::KILL))]),
+            ),
+            Killing { .. } => {
+                (Exited, Actions::of(&[Some(SignalAll(Sig::KILL)), Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))]))
+            }
             Running | Exited => (state.phase, Actions::of(&[])),
         },
 
@@ -258,7 +270,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
             let (phase, actions) = match (state.main_code, children_left) {
                 (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),
                 (None, _) => match state.phase {
-                    Killing { .. } => (state.phase, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { .. } => (Killing { until: now + policy.kill_wait }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
                 },
                 (Some(_), true) => match state.phase {
@@ -277,7 +289,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                     Draining { .. } if main_just_exited => {
                         (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
                     }
-                    Killing { .. } => (state.phase, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { .. } => (Killing { until: now + policy.kill_wait }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
                 },
             };
@@ -408,7 +420,7 @@ mod tests {
         let s = at(Draining { until: Some(t0) });
         let (s, a) = step(s, Event::Deadline, t0, &policy(0, 10));
         assert_eq!(s, at(Killing { until: t0 + S * 3 }));
-        assert_eq!(a, vec![SignalAll(Sig::KILL)]);
+        assert_eq!(a, vec![Timeline(Note::GraceExpired), SignalAll(Sig::KILL)]);
     }
 
     #[test]
@@ -428,9 +440,9 @@ mod tests {
         assert!(a.iter().all(|a| matches!(a, Timeline(_))));
         let (s3, a) = step(s, Event::Deadline, t0, &policy(0, 10));
         assert_eq!(s3.phase, Exited);
-        assert_eq!(a, vec![Exit(KILLED_CODE)]);
+        assert_eq!(a, vec![SignalAll(Sig::KILL), Exit(KILLED_CODE)], "a last SIGKILL for what came back late");
         let (_, a) = step(exited_main(Killing { until: t0 }, 3), Event::Deadline, t0, &policy(0, 10));
-        assert_eq!(a, vec![Exit(3)]);
+        assert_eq!(a, vec![SignalAll(Sig::KILL), Exit(3)]);
     }
 
     #[test]
@@ -491,10 +503,13 @@ mod tests {
         for phase in [Running, PreStop { until: t0, pending: Sig::TERM }, Draining { until: None }] {
             assert_eq!(step(at(phase), ev, t0, &policy(1, 1)), (at(phase), Actions::of(&[])));
         }
+        // Killing: SIGKILL again for the re-parented, and the kill wait starts over.
+        let later = at(Killing { until: t0 + S * 4 });
         let s = at(Killing { until: t0 });
-        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[Some(SignalAll(Sig::KILL))])));
+        assert_eq!(step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
         let s = exited_main(Killing { until: t0 }, 137);
-        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[Some(SignalAll(Sig::KILL))])));
+        let later = exited_main(Killing { until: t0 + S * 4 }, 137);
+        assert_eq!(step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
     }
 
     #[test]

@@ -114,6 +114,8 @@ pub fn run(config: Config) -> Result<i32, Error> {
         ready_file,
         health,
         notify,
+        proc: ProcReader::new(),
+        warned_blind: false,
     };
     let code = supervisor.event_loop();
     Ok(if config.remap_exit.contains(&code) { 0 } else { code })
@@ -154,6 +156,9 @@ struct Supervisor {
     ready_file: Option<ReadyFile>,
     health: Option<Health>,
     notify: Option<NotifyRelay>,
+    proc: ProcReader,
+    /// Whether lastcall has said that /proc does not show it everything (once is enough).
+    warned_blind: bool,
 }
 
 impl Supervisor {
@@ -391,6 +396,7 @@ impl Supervisor {
             }
             Note::PreStopEnded => info!("{at} pre-stop ended"),
             Note::PreStopCut => info!("{at} pre-stop cut short"),
+            Note::GraceExpired => info!("{at} grace expired: sent SIGKILL to every remaining process"),
         }
     }
 
@@ -419,10 +425,13 @@ impl Supervisor {
     }
 
     /// Everything lastcall still has: as PID 1 the whole namespace; otherwise the child's group
-    /// and every direct child (adopted orphans included, which may have left the group).
-    fn signal_all(&self, sig: Sig, now: Instant) {
-        let what = if sig == Sig::KILL { "grace expired: sent" } else { "sent" };
-        info!("{}{what} {sig} to every remaining process", self.elapsed(now));
+    /// and every direct child (adopted orphans included, which may have left the group). SIGKILL
+    /// goes further: see `kill_all`.
+    fn signal_all(&mut self, sig: Sig, now: Instant) {
+        if sig == Sig::KILL {
+            return self.kill_all();
+        }
+        info!("{}sent {sig} to every remaining process", self.elapsed(now));
         if self.pid1 {
             if let Err(e) = sys::kill(-1, sig) {
                 debug!("kill(-1, {sig}): {e}");
@@ -435,9 +444,54 @@ impl Supervisor {
         }
     }
 
+    /// SIGKILL to everything lastcall has. As PID 1, kill(-1). Otherwise the child's group and
+    /// every descendant, found through /proc: each is killed before its children are read, so
+    /// none can fork behind the sweep (the kernel fails a fork once SIGKILL is pending). What
+    /// still escapes (children left to lastcall by a parent that died during the sweep) comes
+    /// back to the subreaper, and the reap that follows sends the next sweep (machine.rs). The
+    /// timeline line is the machine's GraceExpired note, so the sweeps themselves are quiet.
+    fn kill_all(&mut self) {
+        if self.pid1 {
+            if let Err(e) = sys::kill(-1, Sig::KILL) {
+                debug!("kill(-1, SIGKILL): {e}");
+            }
+            return;
+        }
+        let _ = sys::kill(-self.child.as_raw(), Sig::KILL);
+        let (killed, complete) = if proc_is_ours(self.me) { self.kill_descendants() } else { (0, false) };
+        debug!("SIGKILL to {killed} descendants");
+        if !complete && !self.warned_blind {
+            self.warned_blind = true;
+            warn!("cannot see every process left behind in /proc; those that come back to lastcall are killed as they do");
+        }
+    }
+
+    /// kill_all's walk: every descendant, parents first. Returns how many were signalled, and
+    /// whether every /proc read worked (a process that is gone has no children to read; any
+    /// other failure means some may have been missed).
+    fn kill_descendants(&mut self) -> (usize, bool) {
+        let (mut killed, mut complete) = (0, true);
+        let mut todo = vec![self.me.as_raw()];
+        while let Some(pid) = todo.pop() {
+            if pid != self.me.as_raw() {
+                let _ = sys::kill(pid, Sig::KILL);
+                killed += 1;
+            }
+            match self.proc.children(pid) {
+                Ok(()) => todo.extend_from_slice(&self.proc.found),
+                Err(e) if is_gone(&e) => {}
+                Err(e) => {
+                    debug!("cannot read the children of {pid}: {e}");
+                    complete = false;
+                }
+            }
+        }
+        (killed, complete)
+    }
+
     /// Everything lastcall still has outside the child's process group (daemons that setsid'd
     /// away), which has had its stop signal already.
-    fn signal_others(&self, sig: Sig, now: Instant) {
+    fn signal_others(&mut self, sig: Sig, now: Instant) {
         info!("{}sent {sig} to the processes outside the app's group", self.elapsed(now));
         match self.descendants_in_view() {
             Some(processes) => {
@@ -456,26 +510,22 @@ impl Supervisor {
     }
 
     /// (pid, process group) of what lastcall can see of its own: as PID 1 every process of the
-    /// namespace, otherwise its direct children. None if /proc is another namespace's.
-    fn descendants_in_view(&self) -> Option<Vec<(libc::pid_t, libc::pid_t)>> {
+    /// namespace, otherwise its direct children. None if /proc is another namespace's or cannot
+    /// be read.
+    fn descendants_in_view(&mut self) -> Option<Vec<(libc::pid_t, libc::pid_t)>> {
         if !proc_is_ours(self.me) {
             return None;
         }
-        let pids: Vec<libc::pid_t> = if self.pid1 {
-            std::fs::read_dir("/proc")
-                .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-                .unwrap_or_default()
-        } else {
-            std::fs::read_to_string(format!("/proc/self/task/{}/children", self.me))
-                .map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect())
-                .unwrap_or_default()
-        };
-        Some(
-            pids.into_iter()
-                .filter(|&pid| pid != self.me.as_raw())
-                .filter_map(|pid| Some((pid, process_group(pid)?)))
-                .collect(),
-        )
+        let listed = if self.pid1 { self.proc.list("/proc") } else { self.proc.children(self.me.as_raw()) };
+        if let Err(e) = listed {
+            debug!("cannot list processes in /proc: {e}");
+            return None;
+        }
+        let pids = std::mem::take(&mut self.proc.found);
+        let me = self.me.as_raw();
+        let found = pids.iter().filter(|&&pid| pid != me).filter_map(|&pid| Some((pid, self.proc.process_group(pid)?))).collect();
+        self.proc.found = pids;
+        Some(found)
     }
 
     fn elapsed(&self, now: Instant) -> String {
@@ -492,10 +542,78 @@ fn proc_is_ours(me: Pid) -> bool {
     std::fs::read_link("/proc/self").is_ok_and(|p| p.as_os_str() == me.to_string().as_str())
 }
 
-/// The process group in /proc/PID/stat (the third field after the command name).
-fn process_group(pid: libc::pid_t) -> Option<libc::pid_t> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
+/// Whether a /proc read failed because the process is gone (and so has nothing to find).
+fn is_gone(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH))
+}
+
+/// /proc reads that work when lastcall is out of file descriptors: a spare one, held from the
+/// start, is given up for the read and taken again after. Without it a fork bomb or a flood of
+/// connections that used up the fds would hide exactly the processes that must be killed.
+struct ProcReader {
+    spare: Option<std::fs::File>,
+    /// The pids the last `children` or `list` found, kept to reuse the allocation.
+    found: Vec<libc::pid_t>,
+}
+
+impl ProcReader {
+    fn new() -> ProcReader {
+        // "/" exists in every image, even one with no /dev; std opens it close-on-exec.
+        ProcReader { spare: std::fs::File::open("/").ok(), found: Vec::new() }
+    }
+
+    fn with_fd<T>(&mut self, mut read: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+        match read() {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && self.spare.is_some() => {
+                self.spare = None;
+                let result = read();
+                self.spare = std::fs::File::open("/").ok();
+                result
+            }
+            result => result,
+        }
+    }
+
+    /// The children of every thread of `pid`, into `found`.
+    fn children(&mut self, pid: libc::pid_t) -> std::io::Result<()> {
+        let task_dir = format!("/proc/{pid}/task");
+        self.list(&task_dir)?;
+        let tids = std::mem::take(&mut self.found);
+        let mut kids = Vec::new();
+        let mut result = Ok(());
+        for tid in &tids {
+            match self.with_fd(|| std::fs::read_to_string(format!("{task_dir}/{tid}/children"))) {
+                Ok(text) => kids.extend(text.split_whitespace().filter_map(|p| p.parse::<libc::pid_t>().ok())),
+                Err(e) if is_gone(&e) => {}
+                Err(e) => result = Err(e),
+            }
+        }
+        self.found = kids;
+        result
+    }
+
+    /// The numeric entries of a /proc directory, into `found`.
+    fn list(&mut self, dir: &str) -> std::io::Result<()> {
+        let mut found = std::mem::take(&mut self.found);
+        found.clear();
+        let result = self.with_fd(|| {
+            found.clear();
+            for entry in std::fs::read_dir(dir)? {
+                if let Some(pid) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) {
+                    found.push(pid);
+                }
+            }
+            Ok(())
+        });
+        self.found = found;
+        result
+    }
+
+    /// The process group in /proc/PID/stat (the third field after the command name).
+    fn process_group(&mut self, pid: libc::pid_t) -> Option<libc::pid_t> {
+        let stat = self.with_fd(|| std::fs::read_to_string(format!("/proc/{pid}/stat"))).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
+    }
 }
 
 /// The poll timeout that ends at or just after `deadline`: rounded up, so that lastcall never
