@@ -578,4 +578,174 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(step(State::START, Event::Deadline, t0, &policy(1, 1)), (State::START, Actions::of(&[])));
     }
+
+    /// xorshift64: a few lines of PRNG, seeded, so that a failure repeats exactly.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn chance(&mut self, percent: u64) -> bool {
+            self.below(100) < percent
+        }
+    }
+
+    fn random_policy(rng: &mut Rng) -> Policy {
+        let ms = |rng: &mut Rng, max: u64| Duration::from_millis(rng.below(max + 1));
+        let sigs = [Sig::TERM, Sig::INT, Sig::QUIT, Sig(libc::SIGUSR1), Sig(0)];
+        let mut rewrite = vec![];
+        for _ in 0..rng.below(3) {
+            let from = [Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize];
+            rewrite.push((from, sigs[rng.below(sigs.len() as u64) as usize]));
+        }
+        Policy {
+            pre_stop: if rng.chance(50) { Duration::ZERO } else { ms(rng, 3000) },
+            grace: if rng.chance(20) { None } else { Some(ms(rng, 5000)) },
+            stop_signal: rng.chance(20).then(|| [Sig::QUIT, Sig(libc::SIGUSR2)][rng.below(2) as usize]),
+            rewrite,
+            kill_wait: ms(rng, 3000),
+            unready_on: if rng.chance(50) { UnreadyOn::Signal } else { UnreadyOn::Stop },
+        }
+    }
+
+    /// Thousands of random event sequences, fed the way the supervisor feeds them (time only
+    /// moves forward, Deadline only once the deadline has passed, a reap reports children left
+    /// while the main child lives), checked against what must hold whatever the order:
+    /// - no Exit while the main child lives, unless the kill wait after SIGKILL has run out;
+    /// - no SIGKILL before the grace deadline, and none at all with `--grace 0`;
+    /// - every termination reaches the app once per its rule: one stop signal for a termination
+    ///   in Running without pre-stop or in Draining, none for one that starts the pre-stop (its
+    ///   signal goes when the pre-stop ends: once, by deadline, a second termination or the app's
+    ///   exit), none in Killing; a stop signal rewritten to 0 is never sent;
+    /// - Unready at most once, before any stop signal; nothing after Exit; deadlines never in the
+    ///   past when they are set.
+    #[test]
+    fn random_event_sequences_keep_the_promises() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let t0 = Instant::now();
+        let mut steps = 0;
+        for sequence in 0..5000 {
+            let p = random_policy(&mut rng);
+            let mut state = State::START;
+            let mut now = t0;
+            let mut main_alive = true;
+            let mut grace_ends: Option<Option<Instant>> = None; // Some(None): no grace deadline
+            let mut killed_at: Option<Instant> = None;
+            let mut unready = false;
+            let mut exited = false;
+            for _ in 0..rng.below(40) {
+                // Time moves forward: a little, a lot, or right to the next deadline.
+                now += match (rng.below(4), state.deadline()) {
+                    (0, Some(d)) => d.saturating_duration_since(now),
+                    (1, _) => Duration::from_millis(rng.below(4000)),
+                    _ => Duration::from_millis(rng.below(50)),
+                };
+                let event = match rng.below(3) {
+                    0 => Event::Termination([Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize]),
+                    1 if state.deadline().is_some_and(|d| now >= d) => Event::Deadline,
+                    _ => {
+                        let main = (main_alive && rng.chance(30)).then(|| [0, 1, 143, 137][rng.below(4) as usize]);
+                        let children_left = (main_alive && main.is_none()) || rng.chance(60);
+                        Event::Reaped { main, children_left }
+                    }
+                };
+                let before = state;
+                let (after, actions) = step(before, event, now, &p);
+                steps += 1;
+                let ctx = || format!("sequence {sequence}: {before:?} + {event:?} at +{:?} -> {after:?} {actions:?}, {p:?}", now - t0);
+                if let Event::Reaped { main: Some(_), .. } = event {
+                    main_alive = false;
+                }
+                if exited {
+                    assert!(actions.is_empty() && after == before, "{}", ctx());
+                    continue;
+                }
+                if let Some(d) = after.deadline() {
+                    assert!(d >= now || Some(d) == before.deadline(), "a deadline set in the past: {}", ctx());
+                }
+
+                // What was sent, by kind.
+                let stops: Vec<Sig> = actions
+                    .iter()
+                    .filter_map(|a| match *a {
+                        Forward(s) => Some(s),
+                        SignalAll(s) if s != Sig::KILL => Some(s),
+                        _ => None,
+                    })
+                    .collect();
+                let kills = actions.iter().filter(|a| **a == SignalAll(Sig::KILL)).count();
+                let exit = actions.iter().find_map(|a| match *a {
+                    Exit(code) => Some(code),
+                    _ => None,
+                });
+
+                // No Exit while the main child lives, unless the kill wait has run out.
+                if let Some(code) = exit {
+                    exited = true;
+                    let killing_done = matches!(before.phase, Killing { until } if now >= until) && event == Event::Deadline;
+                    assert!(!main_alive || killing_done, "exit while the main child lives: {}", ctx());
+                    assert_eq!(after.phase, Exited, "{}", ctx());
+                    let expected = match event {
+                        Event::Reaped { main: Some(c), .. } => before.main_code.or(Some(c)),
+                        _ => before.main_code,
+                    };
+                    assert_eq!(code, expected.unwrap_or(KILLED_CODE), "{}", ctx());
+                }
+
+                // SIGKILL never before the grace deadline, never without one.
+                if kills > 0 {
+                    assert!(kills == 1, "{}", ctx());
+                    match grace_ends {
+                        Some(Some(deadline)) => assert!(now >= deadline, "SIGKILL before the grace ended: {}", ctx()),
+                        _ => panic!("SIGKILL without a grace deadline: {}", ctx()),
+                    }
+                    killed_at.get_or_insert(now);
+                }
+                if matches!(after.phase, Killing { .. }) {
+                    assert!(killed_at.is_some(), "Killing without a SIGKILL: {}", ctx());
+                }
+
+                // Unready once, before any stop signal.
+                if actions.contains(&Unready) {
+                    assert!(!unready, "Unready twice: {}", ctx());
+                    unready = true;
+                }
+                let first_signal = actions.iter().position(|a| matches!(a, Forward(_) | SignalAll(_) | SignalOthers(_)));
+                let unready_at = actions.iter().position(|a| *a == Unready);
+                if let Some(i) = first_signal {
+                    assert!(unready && unready_at.is_none_or(|u| u < i), "a signal before Unready: {}", ctx());
+                }
+
+                // Every termination reaches the app once per its rule.
+                assert!(stops.len() <= 1, "{}", ctx());
+                let stop = |received: Sig| p.stop(received).filter(|s| *s != Sig(0));
+                let expected: Option<Sig> = match (before.phase, event) {
+                    (Running, Event::Termination(t)) if p.pre_stop.is_zero() => stop(t),
+                    (Running, Event::Termination(_)) => None,
+                    (PreStop { pending, .. }, Event::Termination(_) | Event::Deadline) => stop(pending),
+                    (PreStop { pending, .. }, Event::Reaped { main: Some(_), children_left: true }) => stop(pending),
+                    (Running, Event::Reaped { main: Some(_), children_left: true }) => stop(Sig::TERM),
+                    (Draining { .. }, Event::Termination(t)) => stop(t),
+                    _ => None,
+                };
+                assert_eq!(stops.first().copied(), expected, "{}", ctx());
+                assert!(stops.iter().all(|s| *s != Sig(0)), "a dropped signal was sent: {}", ctx());
+                // The grace starts when the stop signal would go out, and only once.
+                if matches!(after.phase, Draining { .. }) && !matches!(before.phase, Draining { .. }) {
+                    assert!(grace_ends.is_none(), "{}", ctx());
+                    grace_ends = Some(p.grace.map(|g| now + g));
+                    assert_eq!(after.deadline(), grace_ends.unwrap(), "{}", ctx());
+                }
+                state = after;
+            }
+        }
+        assert!(steps > 50_000, "only {steps} steps");
+    }
 }
