@@ -39,10 +39,22 @@ pub struct Config {
     pub remap_exit: Vec<i32>,
     pub parent_death_signal: Option<Sig>,
     pub warn_reaping: bool,
-    pub subreaper: bool,
+    pub subreaper: Subreaper,
     /// catatonit's -P: no command; wait for a termination signal.
     pub pause: bool,
     pub log_level: LevelFilter,
+}
+
+/// Whether lastcall, when not PID 1, registers as a child subreaper, and who wanted it. Only what
+/// was asked for may stop the start: qemu-user (`docker run --platform`) answers the prctl with
+/// EINVAL, and a default must not make lastcall unusable there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subreaper {
+    Off,
+    /// On because nothing said otherwise: a failure is a warning.
+    Default,
+    /// On because `-s`, `LASTCALL_SUBREAPER` or `TINI_SUBREAPER` said so: a failure exits 125.
+    Asked,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -482,8 +494,19 @@ where
     let single_child = switch(&line, &env, Id::SingleChild, &[Id::Group, Id::Setsid], |env| {
         Ok(dumb_init_setsid == Some(false) || env.bool("TINI_KILL_PROCESS_GROUP")? == Some(false))
     })?;
-    let subreaper =
-        switch(&line, &env, Id::Subreaper, &[Id::NoSubreaper], |env| Ok(env.bool("TINI_SUBREAPER")?.unwrap_or(true)))?;
+    // The flag, then LASTCALL_SUBREAPER, then TINI_SUBREAPER; none of them leaves the default.
+    let subreaper_asked = match line.last_of(&[Id::Subreaper, Id::NoSubreaper]) {
+        Some(id) => Some(id == Id::Subreaper),
+        None => match env.bool("LASTCALL_SUBREAPER")? {
+            Some(on) => Some(on),
+            None => env.bool("TINI_SUBREAPER")?,
+        },
+    };
+    let subreaper = match subreaper_asked {
+        Some(true) => Subreaper::Asked,
+        Some(false) => Subreaper::Off,
+        None => Subreaper::Default,
+    };
     let warn_reaping = switch(&line, &env, Id::WarnReaping, &[], |_| Ok(false))?;
     let log_level = log_level(&line, &env)?;
 
@@ -1008,12 +1031,12 @@ mod tests {
     #[test]
     fn tini_and_dumb_init_flags_mean_what_they_meant() {
         let c = config(&["-s", "-g", "-w", "-vv", "-p", "SIGKILL", "--", "app"], &[]);
-        assert!(c.subreaper && !c.single_child && c.warn_reaping);
+        assert!(c.subreaper == Subreaper::Asked && !c.single_child && c.warn_reaping);
         assert_eq!(c.parent_death_signal, Some(Sig::KILL));
         assert_eq!(c.log_level, LevelFilter::Trace);
         // Short flags cluster the way getopt clusters them.
         let c = config(&["-sgw", "app"], &[]);
-        assert!(c.subreaper && c.warn_reaping);
+        assert!(c.subreaper == Subreaper::Asked && c.warn_reaping);
         let c = config(&["-c", "app"], &[]);
         assert!(c.single_child && !c.setsid);
         let c = config(&["--single-child", "app"], &[]);
@@ -1028,12 +1051,15 @@ mod tests {
 
     #[test]
     fn peer_booleans_mean_what_they_say() {
-        assert!(!config(&["app"], &[("TINI_SUBREAPER", "0")]).subreaper);
-        assert!(config(&["app"], &[("TINI_SUBREAPER", "1")]).subreaper);
-        assert!(config(&["app"], &[]).subreaper, "on by default");
-        assert!(!config(&["app"], &[("LASTCALL_SUBREAPER", "false")]).subreaper);
-        assert!(config(&["-s", "app"], &[("LASTCALL_SUBREAPER", "0")]).subreaper, "the flag wins");
-        assert!(!config(&["--no-subreaper", "app"], &[]).subreaper);
+        let subreaper = |args: &[&str], env: &[(&str, &str)]| config(args, env).subreaper;
+        assert_eq!(subreaper(&["app"], &[("TINI_SUBREAPER", "0")]), Subreaper::Off);
+        assert_eq!(subreaper(&["app"], &[("TINI_SUBREAPER", "1")]), Subreaper::Asked);
+        assert_eq!(subreaper(&["app"], &[]), Subreaper::Default, "on by default, and not fatal");
+        assert_eq!(subreaper(&["app"], &[("LASTCALL_SUBREAPER", "false")]), Subreaper::Off);
+        assert_eq!(subreaper(&["app"], &[("LASTCALL_SUBREAPER", "1")]), Subreaper::Asked);
+        assert_eq!(subreaper(&["app"], &[("LASTCALL_SUBREAPER", "0"), ("TINI_SUBREAPER", "1")]), Subreaper::Off);
+        assert_eq!(subreaper(&["-s", "app"], &[("LASTCALL_SUBREAPER", "0")]), Subreaper::Asked, "the flag wins");
+        assert_eq!(subreaper(&["--no-subreaper", "app"], &[("TINI_SUBREAPER", "1")]), Subreaper::Off);
         assert!(config(&["app"], &[("DUMB_INIT_SETSID", "0")]).single_child);
         let c = config(&["app"], &[("DUMB_INIT_SETSID", "1")]);
         assert!(c.setsid && !c.single_child);

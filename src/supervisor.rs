@@ -15,7 +15,7 @@ use nix::sys::signal::SigSet;
 use nix::sys::signalfd::SignalFd;
 use nix::unistd::{getpid, Pid};
 
-use crate::cli::Config;
+use crate::cli::{Config, Subreaper};
 use crate::error::{self, Error};
 use crate::health::{self, Health};
 use crate::machine::{self, Action, Event, Note, Policy, State};
@@ -40,9 +40,14 @@ pub fn run(config: Config) -> Result<i32, Error> {
     if let Some(sig) = config.parent_death_signal {
         sys::set_parent_death_signal(sig).map_err(|source| Error::Setup { what: "cannot set the parent-death signal".into(), source })?;
     }
-    if !pid1 && config.subreaper {
+    if !pid1 && config.subreaper != Subreaper::Off {
         // Orphaned grandchildren (a service's double-forked daemon) come back to us to be reaped.
-        nix::sys::prctl::set_child_subreaper(true).map_err(|e| Error::setup("cannot become a child subreaper", e))?;
+        // qemu-user refuses this prctl (EINVAL): fatal only when it was asked for.
+        match nix::sys::prctl::set_child_subreaper(true) {
+            Ok(()) => {}
+            Err(e) if config.subreaper == Subreaper::Asked => return Err(Error::setup("cannot become a child subreaper", e)),
+            Err(e) => warn!("cannot become a child subreaper ({e}); going on without: orphans go to the real init (--no-subreaper says so quietly)"),
+        }
     }
     if config.pause {
         return Ok(pause(&handled));
