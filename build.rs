@@ -13,6 +13,10 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     println!("cargo:rerun-if-env-changed=LASTCALL_GIT_COMMIT");
     println!("cargo:rustc-env=LASTCALL_BUILD_TARGET={}", std::env::var("TARGET").unwrap_or_default());
+    // .cargo/config.toml: a glibc build is static but not what ships; say how to get that one.
+    if std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu") {
+        println!("cargo:warning=building the static glibc binary; scripts/setup-host makes cargo build the musl one lastcall ships");
+    }
     // A build outside git (a source tarball, a Docker context without .git) can name the commit
     // itself; otherwise "unknown". Only letters, digits and '-' survive, because dockerd splits
     // the `git.COMMIT` part at its one dot.
