@@ -393,7 +393,7 @@ fn docker_stop_of_a_term_ignoring_app_ends_at_lastcalls_grace(hosts: &mut Hosts)
     let took = c.stop(None);
     let log = c.logs(false);
     assert_eq!(c.exit_code(), 137, "{log}");
-    assert!(took >= Duration::from_millis(7800) && took < DOCKER_STOP_TIMEOUT - Duration::from_millis(500), "docker stop took {took:?}:\n{log}");
+    assert!(took >= Duration::from_millis(7800) && took < DOCKER_STOP_TIMEOUT, "docker stop took {took:?}:\n{log}");
     assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child exited with status 137"]);
     let last = log.lines().filter(|l| l.starts_with("lastcall:")).last().unwrap_or_default();
     assert!(last.ends_with("child exited with status 137"), "the timeline's last line is there: {last}\n{log}");
@@ -408,7 +408,8 @@ fn docker_stop_timeout_sets_the_grace(hosts: &mut Hosts) {
     let took = c.stop(Some(4));
     let log = c.logs(false);
     assert_eq!(c.exit_code(), 137, "{log}");
-    assert!(took >= Duration::from_millis(1900) && took < Duration::from_millis(3700), "docker stop -t 4 took {took:?}:\n{log}");
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(6), "docker stop -t 4 took {took:?}:\n{log}");
+    // Only lastcall writes these: had Docker's SIGKILL come first, the last one would be missing.
     assert_timeline_once(&log, &["grace expired: sent SIGKILL", "child exited with status 137"]);
     // One that cannot fit is refused before the app starts.
     let out = docker.output(&["run", "--rm", "--network", "none", "-e", "LASTCALL_STOP_TIMEOUT=5s", "-e", "LASTCALL_GRACE=6s", "lc-entry", "echo", "started"]);
@@ -521,7 +522,7 @@ fn docker_healthcheck_goes_unhealthy_at_the_first_signal(hosts: &mut Hosts) {
     let unhealthy_after = stopped_at.elapsed();
     let log = c.logs(false);
     assert!(c.running() && !log.contains("app got TERM"), "unhealthy while the app still serves: {log}");
-    assert!(unhealthy_after < Duration::from_secs(4), "unhealthy {unhealthy_after:?} after docker stop");
+    assert!(unhealthy_after < Duration::from_millis(4900), "unhealthy {unhealthy_after:?} after docker stop, inside the 5 s pre-stop");
     let took = stop.join().unwrap();
     assert_eq!(c.exit_code(), 0, "{}", c.logs(false));
     assert!(took >= Duration::from_millis(4900), "the pre-stop held: {took:?}");

@@ -4,7 +4,9 @@ as lines appended to /run/lc/MODE.log.
 
   notify   an sd_notify service: STATUS while it warms up (1.5 s), READY=1; WATCHDOG=1 every
            0.5 s when WATCHDOG_USEC is set; on HUP RELOADING=1, 1.5 s, READY=1; on TERM it
-           drains for 1 s and exits 0.
+           drains for 1 s and exits 0. (It pings whatever WATCHDOG_PID says. systemd sets
+           WATCHDOG_PID to the main process, lastcall, so libsystemd's sd_watchdog_enabled()
+           in the app would say no: lastcall does not rewrite it as it does LISTEN_PID.)
   socket   socket activation: serves fd 3, answering with its pid and LISTEN_PID; on TERM it
            closes the listener, drains for 3 s, exits 0.
   daemon   double-forks a daemon into a session of its own, then runs; each exits 0 on TERM.
