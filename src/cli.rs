@@ -15,6 +15,7 @@ use log::LevelFilter;
 
 use crate::error::Error;
 use crate::machine::UnreadyOn;
+use crate::personality::{Getopt, PeerVar, Personality, Setting, LASTCALL};
 use crate::signals::Sig;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +44,10 @@ pub struct Config {
     /// catatonit's -P: no command; wait for a termination signal.
     pub pause: bool,
     pub log_level: LevelFilter,
+    /// Who lastcall is, by the name it was run under: its defaults are already in the fields
+    /// above; the supervisor reads the rest (what happens when the main child exits, job
+    /// control, exec failures).
+    pub personality: &'static Personality,
 }
 
 /// Whether lastcall, when not PID 1, registers as a child subreaper, and who wanted it. Only what
@@ -312,9 +317,10 @@ Exit status: COMMAND's; 128+N if it died from signal N (137 after the escalation
 
 const LICENSE: &str = "lastcall is licensed under the MIT license or the Apache License 2.0, at your option.\n";
 
-fn help_text() -> String {
+fn help_text(personality: &Personality) -> String {
     let mut text = format!("{ABOUT}\n\nUsage: lastcall [OPTIONS] [--] COMMAND [ARGS]...\n\nOptions:\n");
-    for opt in OPTIONS {
+    let spelled = |opt: &&Opt| personality.has_long(opt.long) || opt.shorts.iter().any(|&c| personality.has_short(c));
+    for opt in OPTIONS.iter().filter(spelled) {
         let shorts: Vec<String> = opt.shorts.iter().map(|c| format!("-{c}, ")).collect();
         let mut spelling = format!("{:>8}--{}", shorts.concat(), opt.long);
         if let Some(value) = opt.value {
@@ -364,9 +370,17 @@ impl CommandLine {
     }
 }
 
-/// getopt without permutation: options first, then the command; `--` ends the options early.
-fn split_command_line(args: Vec<OsString>, options: &[&Opt]) -> Result<CommandLine, Error> {
+/// getopt: options first, then the command; `--` ends the options early. With
+/// `Getopt::Permute` (tini's glibc getopt), options after a non-option are options too, and the
+/// non-options keep their order. Only the spellings `personality` has exist.
+fn split_command_line(
+    args: Vec<OsString>,
+    options: &[&Opt],
+    personality: &Personality,
+    getopt: Getopt,
+) -> Result<CommandLine, Error> {
     let mut given = Vec::new();
+    let mut operands = Vec::new();
     let mut rest = args.into_iter();
     while let Some(arg) = rest.next() {
         if arg == "--" {
@@ -374,6 +388,10 @@ fn split_command_line(args: Vec<OsString>, options: &[&Opt]) -> Result<CommandLi
         }
         let text = match arg.to_str() {
             Some(t) if t.starts_with('-') && t.len() > 1 => t.to_string(),
+            _ if getopt == Getopt::Permute => {
+                operands.push(arg);
+                continue;
+            }
             _ => {
                 let command = std::iter::once(arg).chain(rest).collect();
                 return Ok(CommandLine { given, command });
@@ -386,7 +404,7 @@ fn split_command_line(args: Vec<OsString>, options: &[&Opt]) -> Result<CommandLi
             };
             let opt = options
                 .iter()
-                .find(|o| o.long == name)
+                .find(|o| o.long == name && personality.has_long(name))
                 .ok_or_else(|| Error::Usage(format!("unknown option '--{name}'")))?;
             let value = match (opt.value, inline) {
                 (None, None) => None,
@@ -402,7 +420,7 @@ fn split_command_line(args: Vec<OsString>, options: &[&Opt]) -> Result<CommandLi
         for (i, c) in cluster.char_indices() {
             let opt = options
                 .iter()
-                .find(|o| o.shorts.contains(&c))
+                .find(|o| o.shorts.contains(&c) && personality.has_short(c))
                 .ok_or_else(|| Error::Usage(format!("unknown option '-{c}'")))?;
             if opt.value.is_none() {
                 given.push((opt.id, None));
@@ -414,7 +432,8 @@ fn split_command_line(args: Vec<OsString>, options: &[&Opt]) -> Result<CommandLi
             break;
         }
     }
-    Ok(CommandLine { given, command: rest.collect() })
+    operands.extend(rest);
+    Ok(CommandLine { given, command: operands })
 }
 
 fn next_value(rest: &mut impl Iterator<Item = OsString>, flag: &str) -> Result<String, Error> {
@@ -445,6 +464,29 @@ impl<F: Fn(&str) -> Option<OsString>> Env<F> {
     fn bool(&self, name: &str) -> Result<Option<bool>, Error> {
         self.get(name)?.map(|v| parse_bool(&v).map_err(|why| bad_value(name, &v, &why))).transpose()
     }
+
+    /// The variable as set, even to nothing: tini's `getenv() != NULL`.
+    fn raw(&self, name: &str) -> Option<OsString> {
+        (self.lookup)(name)
+    }
+
+    /// What the personality's peer variables say about `setting`: the first one that says
+    /// anything.
+    fn peer_setting(&self, personality: &Personality, setting: Setting) -> Result<Option<bool>, Error> {
+        for &(name, how) in personality.peer_vars {
+            let said = match how {
+                PeerVar::AnyValueTurnsOn(s) if s == setting => self.raw(name).map(|_| true),
+                PeerVar::ValueTurnsOff(value, s) if s == setting => self.raw(name).filter(|v| v == value).map(|_| false),
+                PeerVar::ValueTurnsOn(value, s) if s == setting => self.raw(name).filter(|v| v == value).map(|_| true),
+                PeerVar::Bool(s) if s == setting => self.bool(name)?,
+                _ => None,
+            };
+            if said.is_some() {
+                return Ok(said);
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// Parses `args` (with the program name first) and looks variables up with `env`.
@@ -453,14 +495,24 @@ where
     I: IntoIterator<Item = OsString>,
     F: Fn(&str) -> Option<OsString>,
 {
-    let args: Vec<OsString> = args.into_iter().skip(1).collect();
+    let mut args = args.into_iter();
+    let personality = Personality::of(&args.next().unwrap_or_default());
+    let args: Vec<OsString> = args.collect();
     let env = Env { lookup: env };
-    if args.first().is_some_and(|a| a == "probe") {
+    if personality.subcommands && args.first().is_some_and(|a| a == "probe") {
         return parse_probe(args[1..].to_vec(), &env).map(Parsed::Probe);
     }
-    let line = split_command_line(args, &OPTIONS.iter().collect::<Vec<_>>())?;
+    if personality.version_only_alone && args.len() == 1 && args[0] == "--version" {
+        return Ok(Parsed::Print(version_line()));
+    }
+    // glibc's getopt stops permuting when POSIXLY_CORRECT is set.
+    let getopt = match personality.getopt {
+        Getopt::Permute if env.raw("POSIXLY_CORRECT").is_some() => Getopt::StopAtCommand,
+        getopt => getopt,
+    };
+    let line = split_command_line(args, &OPTIONS.iter().collect::<Vec<_>>(), personality, getopt)?;
     if line.has(Id::Help) {
-        return Ok(Parsed::Print(help_text()));
+        return Ok(Parsed::Print(help_text(personality)));
     }
     if line.has(Id::Version) {
         return Ok(Parsed::Print(version_line()));
@@ -479,7 +531,8 @@ where
     let pre_stop = value(&line, &env, Id::PreStop, parse_duration)?.unwrap_or(Duration::ZERO);
     let grace = value(&line, &env, Id::Grace, parse_duration)?;
     let stop_timeout = value(&line, &env, Id::StopTimeout, parse_stop_timeout)?;
-    let grace = fit_in_stop_timeout(pre_stop, grace, stop_timeout, |id| source(&line, &env, id))?;
+    let default_grace = personality.escalates.then_some(DEFAULT_GRACE);
+    let grace = fit_in_stop_timeout(pre_stop, grace, default_grace, stop_timeout, |id| source(&line, &env, id))?;
     let unready_on = value(&line, &env, Id::UnreadyOn, parse_unready_on)?.unwrap_or(UnreadyOn::Signal);
     let stop_signal = value(&line, &env, Id::StopSignal, |s| Sig::parse(s, false))?;
     let rewrite = list(&line, &env, Id::Rewrite, parse_rewrite)?;
@@ -488,27 +541,33 @@ where
     let ready_file = value(&line, &env, Id::ReadyFile, parse_ready_file)?;
     let health_listen = value(&line, &env, Id::HealthListen, parse_listen_addr)?;
 
-    // Process-group signalling, from the most specific source down.
-    let dumb_init_setsid = env.bool("DUMB_INIT_SETSID")?;
-    let setsid = switch(&line, &env, Id::Setsid, &[Id::SingleChild], |_| Ok(dumb_init_setsid == Some(true)))?;
-    let single_child = switch(&line, &env, Id::SingleChild, &[Id::Group, Id::Setsid], |env| {
-        Ok(dumb_init_setsid == Some(false) || env.bool("TINI_KILL_PROCESS_GROUP")? == Some(false))
+    // Each mode from the most specific source down: a flag, lastcall's variable, the peer's
+    // variable, the personality's default.
+    let p = personality;
+    let setsid = switch(&line, &env, Id::Setsid, &[Id::SingleChild], |env| {
+        Ok(env.peer_setting(p, Setting::Setsid)?.unwrap_or(p.setsid))
     })?;
-    // The flag, then LASTCALL_SUBREAPER, then TINI_SUBREAPER; none of them leaves the default.
+    let single_child = switch(&line, &env, Id::SingleChild, &[Id::Group, Id::Setsid], |env| {
+        let group = env.peer_setting(p, Setting::Group)?.or(env.peer_setting(p, Setting::Setsid)?);
+        Ok(!group.unwrap_or(p.group))
+    })?;
+    // The flag, then LASTCALL_SUBREAPER, then the peer's variable; none of them leaves the
+    // personality's default.
     let subreaper_asked = match line.last_of(&[Id::Subreaper, Id::NoSubreaper]) {
         Some(id) => Some(id == Id::Subreaper),
         None => match env.bool("LASTCALL_SUBREAPER")? {
             Some(on) => Some(on),
-            None => env.bool("TINI_SUBREAPER")?,
+            None => env.peer_setting(p, Setting::Subreaper)?,
         },
     };
     let subreaper = match subreaper_asked {
         Some(true) => Subreaper::Asked,
         Some(false) => Subreaper::Off,
-        None => Subreaper::Default,
+        None if p.subreaper => Subreaper::Default,
+        None => Subreaper::Off,
     };
     let warn_reaping = switch(&line, &env, Id::WarnReaping, &[], |_| Ok(false))?;
-    let log_level = log_level(&line, &env)?;
+    let log_level = log_level(&line, &env, p)?;
 
     Ok(Parsed::Run(Config {
         command: line.command,
@@ -527,6 +586,7 @@ where
         subreaper,
         pause,
         log_level,
+        personality,
     }))
 }
 
@@ -536,7 +596,7 @@ fn parse_probe<F: Fn(&str) -> Option<OsString>>(args: Vec<OsString>, env: &Env<F
     let mut line = CommandLine { given: vec![], command: vec![] };
     let mut rest = args;
     loop {
-        let part = split_command_line(rest, &options)?;
+        let part = split_command_line(rest, &options, &LASTCALL, Getopt::StopAtCommand)?;
         line.given.extend(part.given);
         let mut positional = part.command.into_iter();
         match positional.next() {
@@ -585,12 +645,13 @@ pub fn version_line() -> String {
 fn fit_in_stop_timeout(
     pre_stop: Duration,
     grace: Option<Duration>,
+    default_grace: Option<Duration>,
     stop_timeout: Option<Duration>,
     source: impl Fn(Id) -> Option<String>,
 ) -> Result<Option<Duration>, Error> {
     let grace = grace.map(|g| (!g.is_zero()).then_some(g));
     let Some(budget) = stop_timeout else {
-        return Ok(grace.unwrap_or(Some(DEFAULT_GRACE)));
+        return Ok(grace.unwrap_or(default_grace));
     };
     let name = |id| source(id).unwrap_or_else(|| format!("--{}", opt(id).long));
     let seconds = |d: Duration| format!("{}s", d.as_secs_f64());
@@ -742,36 +803,63 @@ fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     Ok(addr)
 }
 
-fn log_level<F>(line: &CommandLine, env: &Env<F>) -> Result<LevelFilter, Error>
+fn log_level<F>(line: &CommandLine, env: &Env<F>, personality: &Personality) -> Result<LevelFilter, Error>
 where
     F: Fn(&str) -> Option<OsString>,
 {
-    let verbose = line.count(Id::Verbose) as i32;
-    let quiet = line.count(Id::Quiet) as i32;
+    let verbosity = |lenient: bool| personality.peer_vars.iter().find(|(_, how)| *how == PeerVar::Verbosity { lenient });
+    // tini reads TINI_VERBOSITY after its flags, as atoi() does: it wins over -v.
+    if let Some(&(name, _)) = verbosity(true) {
+        if let (Some(text), None) = (env.raw(name), env.get(LOG_ENV)?) {
+            return Ok(personality.log_level_at(atoi_verbosity(&text.to_string_lossy())));
+        }
+    }
+    let verbose = line.count(Id::Verbose);
+    let quiet = line.count(Id::Quiet);
     if verbose > 0 || quiet > 0 {
         // Each -v is one level up from the default, each -q one down.
-        const SCALE: [LevelFilter; 6] =
-            [LevelFilter::Off, LevelFilter::Error, LevelFilter::Warn, LevelFilter::Info, LevelFilter::Debug, LevelFilter::Trace];
-        let at = SCALE.iter().position(|l| *l == DEFAULT_LOG_LEVEL).unwrap_or(2) as i32;
-        let index = (at + verbose - quiet).clamp(0, SCALE.len() as i32 - 1);
-        return Ok(SCALE[index as usize]);
+        return Ok(personality.log_level(verbose, quiet));
     }
     if let Some(text) = env.get(LOG_ENV)? {
         return text
             .parse::<LevelFilter>()
             .map_err(|_| bad_value(LOG_ENV, &text, "expected off, error, warn, info, debug or trace"));
     }
-    // tini's scale: 0 fatal only, 1 warnings (its default), 2 info, 3 debug.
-    if let Some(text) = env.get("TINI_VERBOSITY")? {
-        return match text.trim() {
-            "0" => Ok(LevelFilter::Error),
-            "1" => Ok(LevelFilter::Warn),
-            "2" => Ok(LevelFilter::Info),
-            "3" => Ok(LevelFilter::Debug),
-            _ => Err(bad_value("TINI_VERBOSITY", &text, "expected 0, 1, 2 or 3")),
-        };
+    // tini's scale, read strictly under lastcall's own name: 0 fatal only, 1 warnings (its
+    // default), 2 info, 3 debug.
+    if let Some(&(name, _)) = verbosity(false) {
+        if let Some(text) = env.get(name)? {
+            return match text.trim() {
+                "0" => Ok(LevelFilter::Error),
+                "1" => Ok(LevelFilter::Warn),
+                "2" => Ok(LevelFilter::Info),
+                "3" => Ok(LevelFilter::Debug),
+                _ => Err(bad_value(name, &text, "expected 0, 1, 2 or 3")),
+            };
+        }
     }
-    Ok(DEFAULT_LOG_LEVEL)
+    if env.peer_setting(personality, Setting::Debug)? == Some(true) {
+        return Ok(LevelFilter::Debug);
+    }
+    Ok(personality.log_level(0, 0))
+}
+
+/// C's atoi() as tini applies it to its verbosity (an unsigned int): leading blanks, a sign,
+/// digits; no digits is 0; a negative number wraps to the most verbose.
+fn atoi_verbosity(text: &str) -> usize {
+    let text = text.trim_start();
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    let n = digits[..end].bytes().fold(0usize, |n, d| n.saturating_mul(10).saturating_add(usize::from(d - b'0')));
+    if negative && n > 0 {
+        usize::MAX
+    } else {
+        n
+    }
 }
 
 /// `500ms`, `5s`, `1m30s`, `2h`, `1.5s`; a plain number is seconds.
@@ -1072,6 +1160,112 @@ mod tests {
             let msg = usage_error(&["app"], &[(var, bad)]);
             assert!(msg.contains(var) && msg.contains(bad), "{msg}");
         }
+    }
+
+    fn run_as(name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<Parsed, Error> {
+        let env: HashMap<String, OsString> = env.iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+        let args = std::iter::once(name).chain(args.iter().copied()).map(OsString::from);
+        parse(args, |k| env.get(k).cloned())
+    }
+
+    fn config_as(name: &str, args: &[&str], env: &[(&str, &str)]) -> Config {
+        match run_as(name, args, env) {
+            Ok(Parsed::Run(c)) => c,
+            other => panic!("{name} {args:?} {env:?}: {other:?}"),
+        }
+    }
+
+    /// (setsid, single_child, subreaper)
+    fn modes(c: &Config) -> (bool, bool, bool) {
+        (c.setsid, c.single_child, c.subreaper != Subreaper::Off)
+    }
+
+    #[test]
+    fn tini_by_name() {
+        let tini = |args: &[&str], env: &[(&str, &str)]| config_as("/usr/bin/tini", args, env);
+        let c = tini(&["app"], &[]);
+        assert_eq!(c.personality.name, "tini");
+        assert_eq!(modes(&c), (false, true, false), "the child only, no subreaper");
+        assert_eq!((c.grace, c.log_level), (None, LevelFilter::Warn), "never escalates; warnings shown");
+        assert_eq!(modes(&tini(&["-g", "-s", "app"], &[])), (false, false, true));
+        // Set to anything at all, even 0 or nothing, tini's variables turn the mode on.
+        for value in ["1", "0", ""] {
+            let env = [("TINI_KILL_PROCESS_GROUP", value), ("TINI_SUBREAPER", value)];
+            assert_eq!(modes(&tini(&["app"], &env)), (false, false, true), "{value:?}");
+        }
+        // lastcall's own variables win.
+        let env = [("TINI_SUBREAPER", "1"), ("LASTCALL_SUBREAPER", "0"), ("LASTCALL_GRACE", "3s")];
+        let c = tini(&["app"], &env);
+        assert_eq!(c.subreaper, Subreaper::Off);
+        assert_eq!(c.grace, Some(Duration::from_secs(3)));
+        assert_eq!(tini(&["app"], &[("LASTCALL_PRE_STOP", "5s")]).pre_stop, Duration::from_secs(5));
+        // glibc's getopt permutes: options after the command are tini's.
+        let c = tini(&["app", "-s", "arg", "-e", "143", "--", "-v"], &[]);
+        assert_eq!(c.command, ["app", "arg", "-v"].map(OsString::from));
+        assert_eq!(c.subreaper, Subreaper::Asked);
+        assert_eq!(c.remap_exit, vec![143]);
+        let c = tini(&["app", "-s"], &[("POSIXLY_CORRECT", "1")]);
+        assert_eq!(c.command, ["app", "-s"].map(OsString::from));
+        assert!(matches!(run_as("tini", &["sh", "-c", "x"], &[]), Err(Error::Usage(m)) if m.contains("'-c'")));
+        // Verbosity: -v from warnings up; TINI_VERBOSITY is atoi()'d and wins over -v.
+        assert_eq!(tini(&["-v", "app"], &[]).log_level, LevelFilter::Info);
+        assert_eq!(tini(&["-vvv", "app"], &[]).log_level, LevelFilter::Trace);
+        assert_eq!(tini(&["-vv", "app"], &[("TINI_VERBOSITY", "0")]).log_level, LevelFilter::Error);
+        assert_eq!(tini(&["app"], &[("TINI_VERBOSITY", "loud")]).log_level, LevelFilter::Error);
+        assert_eq!(tini(&["app"], &[("TINI_VERBOSITY", " 2x")]).log_level, LevelFilter::Info);
+        assert_eq!(tini(&["app"], &[("TINI_VERBOSITY", "-1")]).log_level, LevelFilter::Trace);
+        // Only tini's spellings exist; --version only alone.
+        for bad in [&["--grace", "1s", "app"][..], &["-c", "app"], &["-V"], &["--version", "app"], &["probe", "ready"]] {
+            match run_as("tini", bad, &[]) {
+                Err(Error::Usage(_)) => {}
+                Ok(Parsed::Run(c)) if bad[0] == "probe" => assert_eq!(c.command[0], "probe"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(run_as("tini", &["--version"], &[]), Ok(Parsed::Print(t)) if t.starts_with("lastcall ")));
+        assert!(matches!(run_as("tini", &["-h"], &[]), Ok(Parsed::Print(t)) if !t.contains("--pre-stop")));
+        assert!(matches!(run_as("tini", &["-l"], &[]), Ok(Parsed::Print(t)) if t.contains("license")));
+    }
+
+    #[test]
+    fn dumb_init_by_name() {
+        let dumb = |args: &[&str], env: &[(&str, &str)]| config_as("dumb-init", args, env);
+        let c = dumb(&["app"], &[]);
+        assert_eq!(c.personality.name, "dumb-init");
+        assert_eq!(modes(&c), (true, false, false), "setsid mode, the group, no subreaper");
+        assert_eq!((c.grace, c.log_level), (None, LevelFilter::Warn));
+        assert_eq!(modes(&dumb(&["-c", "app"], &[])), (false, true, false));
+        assert_eq!(modes(&dumb(&["--single-child", "app"], &[("DUMB_INIT_SETSID", "1")])), (false, true, false));
+        assert_eq!(modes(&dumb(&["app"], &[("DUMB_INIT_SETSID", "0")])), (false, true, false));
+        // Only "0" turns setsid off: dumb-init compares the string.
+        for value in ["1", "false", "no", "", "00"] {
+            assert_eq!(modes(&dumb(&["app"], &[("DUMB_INIT_SETSID", value)])), (true, false, false), "{value:?}");
+        }
+        assert_eq!(dumb(&["app"], &[("DUMB_INIT_DEBUG", "1")]).log_level, LevelFilter::Debug);
+        assert_eq!(dumb(&["app"], &[("DUMB_INIT_DEBUG", "yes")]).log_level, LevelFilter::Warn);
+        assert_eq!(dumb(&["-v", "app"], &[]).log_level, LevelFilter::Debug);
+        assert_eq!(dumb(&["--verbose", "app"], &[]).log_level, LevelFilter::Debug);
+        let c = dumb(&["-r", "15:3", "--rewrite", "2:0", "app", "-c"], &[]);
+        assert_eq!(c.rewrite, vec![(Sig::TERM, Sig::QUIT), (Sig::INT, Sig(0))]);
+        assert_eq!(c.command, ["app", "-c"].map(OsString::from), "options stop at the command");
+        let c = dumb(&["app"], &[("LASTCALL_PRE_STOP", "5s"), ("LASTCALL_SUBREAPER", "1")]);
+        assert_eq!((c.pre_stop, c.subreaper), (Duration::from_secs(5), Subreaper::Asked));
+        for bad in [&["-s", "app"][..], &["-g", "app"], &["--grace", "1s", "app"], &[]] {
+            assert!(matches!(run_as("dumb-init", bad, &[]), Err(Error::Usage(_))), "{bad:?}");
+        }
+        assert!(matches!(run_as("dumb-init", &["-V"], &[]), Ok(Parsed::Print(t)) if t.starts_with("lastcall ")));
+        assert!(matches!(run_as("dumb-init", &["--version", "app"], &[]), Ok(Parsed::Print(_))));
+    }
+
+    #[test]
+    fn any_other_name_is_lastcall() {
+        for name in ["lastcall", "/sbin/docker-init", "/usr/local/bin/init"] {
+            let c = config_as(name, &["app"], &[]);
+            assert_eq!(c.personality.name, "lastcall");
+            assert_eq!(modes(&c), (false, false, true));
+            assert_eq!((c.grace, c.log_level), (Some(DEFAULT_GRACE), DEFAULT_LOG_LEVEL));
+        }
+        assert!(matches!(run_as("docker-init", &["--version"], &[]), Ok(Parsed::Print(t)) if t == version_line()));
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod health;
 pub mod logging;
 pub mod machine;
 pub mod notify;
+pub mod personality;
 pub mod probe;
 pub mod ready;
 pub mod reap;

@@ -26,6 +26,8 @@
 //! | Draining   | main exited, others             | Draining (same)     | SignalOthers(stop(TERM))     |
 //! | Killing    | a reap, others                  | Killing(kill wait)  | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
+//! | any live   | main exited, on exit: Exit      | Exited              | Exit(main's code)            |
+//! | any live   | main exited, on exit: ForwardTermAndExit | Exited     | Forward(stop(TERM)), Exit(main's code) |
 //! | Exited     | anything                        | Exited              | -                            |
 //!
 //! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
@@ -38,6 +40,11 @@
 //! ¹ with `--unready-on signal` (the default) only; ² with `--unready-on stop` only: readiness
 //! then holds through the pre-stop and goes with the stop signal (KEP-1669's terminating
 //! endpoints stay usable as a fallback while they are still ready).
+//!
+//! The two "on exit" rows are the peers' (`Policy::on_main_exit`, from the personality): tini
+//! exits as soon as the main child does; dumb-init first sends the rest of the group TERM (as
+//! rewritten), the way it forwards signals, so with `-c` nobody gets it. They come before every
+//! other row for that event. Under lastcall's own name (`StopTheRest`) they never apply.
 //!
 //! Every other signal is forwarded as rw(s) in every live phase and changes nothing here, so it
 //! never reaches `step()`: `signals::Routes` sends it on with one table lookup, without reading
@@ -59,6 +66,18 @@ pub struct Policy {
     /// How long to wait for SIGKILLed processes to be reaped before giving up on them.
     pub kill_wait: Duration,
     pub unready_on: UnreadyOn,
+    pub on_main_exit: OnMainExit,
+}
+
+/// What happens when the main child exits while other processes remain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnMainExit {
+    /// lastcall's own: stop the rest within the grace (tini#180, dumb-init#212), then exit.
+    StopTheRest,
+    /// tini's: exit at once with the main child's status.
+    Exit,
+    /// dumb-init's: forward TERM (rewritten, if asked) as any signal is forwarded, then exit at once.
+    ForwardTermAndExit,
 }
 
 /// When the app stops announcing readiness (`--unready-on`).
@@ -267,6 +286,10 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
         Event::Reaped { main, children_left } => {
             let main_just_exited = main.is_some() && state.main_code.is_none();
             let state = State { main_code: state.main_code.or(main), ..state };
+            if let (true, Some(code)) = (main_just_exited && policy.on_main_exit != OnMainExit::StopTheRest, main) {
+                let term = (policy.on_main_exit == OnMainExit::ForwardTermAndExit).then(|| policy.stop(Sig::TERM)).flatten();
+                return (state.with(Exited), Actions::of(&[forward(term), Some(Exit(code))]));
+            }
             let (phase, actions) = match (state.main_code, children_left) {
                 (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),
                 (None, _) => match state.phase {
@@ -315,6 +338,7 @@ mod tests {
             rewrite: vec![],
             kill_wait: S * 3,
             unready_on: UnreadyOn::Signal,
+            on_main_exit: OnMainExit::StopTheRest,
         }
     }
 
@@ -579,6 +603,26 @@ mod tests {
         assert_eq!(step(State::START, Event::Deadline, t0, &policy(1, 1)), (State::START, Actions::of(&[])));
     }
 
+    #[test]
+    fn a_peer_exits_with_the_main_child_whatever_is_left() {
+        let t0 = Instant::now();
+        let rewrite = vec![(Sig::TERM, Sig::QUIT)];
+        let tini = Policy { on_main_exit: OnMainExit::Exit, ..policy(0, 0) };
+        let dumb_init = Policy { on_main_exit: OnMainExit::ForwardTermAndExit, rewrite, ..policy(0, 0) };
+        let draining = at(Draining { until: None });
+        for state in [State::START, draining, at(PreStop { until: t0, pending: Sig::TERM }), at(Killing { until: t0 })] {
+            for children_left in [true, false] {
+                let ev = Event::Reaped { main: Some(143), children_left };
+                assert_eq!(step(state, ev, t0, &tini), (exited_main(Exited, 143), Actions::of(&[Some(Exit(143))])));
+                let expected = Actions::of(&[Some(Forward(Sig::QUIT)), Some(Exit(143))]);
+                assert_eq!(step(state, ev, t0, &dumb_init), (exited_main(Exited, 143), expected), "TERM as rewritten");
+            }
+        }
+        // An orphan's exit is nothing to either.
+        let orphan = Event::Reaped { main: None, children_left: true };
+        assert_eq!(step(State::START, orphan, t0, &dumb_init), (State::START, Actions::of(&[])));
+    }
+
     /// xorshift64: a few lines of PRNG, seeded, so that a failure repeats exactly.
     struct Rng(u64);
 
@@ -612,6 +656,7 @@ mod tests {
             rewrite,
             kill_wait: ms(rng, 3000),
             unready_on: if rng.chance(50) { UnreadyOn::Signal } else { UnreadyOn::Stop },
+            on_main_exit: OnMainExit::StopTheRest,
         }
     }
 

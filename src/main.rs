@@ -2,6 +2,7 @@
 #![deny(unsafe_code)]
 
 use lastcall::cli::{self, Parsed};
+use lastcall::personality::Personality;
 use lastcall::{error, logging, probe, signals, supervisor};
 
 fn main() {
@@ -30,7 +31,11 @@ fn main() {
         }
         Err(e) => {
             eprintln!("lastcall: {e}\n{}\n{}", cli::USAGE_LINE, cli::HINT_LINE);
-            e.exit_code()
+            match e {
+                // Under a peer's name, a usage error exits as that peer's does.
+                error::Error::Usage(_) => Personality::of(&std::env::args_os().next().unwrap_or_default()).usage_exit,
+                e => e.exit_code(),
+            }
         }
     };
     std::process::exit(code);

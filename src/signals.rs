@@ -167,19 +167,34 @@ pub enum Route {
     Suspend(Option<Sig>),
 }
 
+/// What the child gets for TSTP/TTIN/TTOU before lastcall stops itself (dumb-init's rule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Suspend {
+    /// SIGSTOP: in setsid mode the group has no terminal to stop it.
+    WithStop,
+    /// The signal as received: with `-c`, the child shares the terminal and its job control.
+    AsReceived,
+}
+
 /// The route of every signal number, worked out once from the configuration, so that the
 /// signal path is one table lookup.
 pub struct Routes([Route; MAX_SIGNAL as usize + 1]);
 
 impl Routes {
-    pub fn new(job_control: bool, rewrite: &[(Sig, Sig)]) -> Routes {
+    /// `job_control`: TSTP/TTIN/TTOU suspend the child with SIGSTOP (dumb-init's setsid mode)
+    /// or with the signal as received (dumb-init's `-c`), each unless rewritten, and then
+    /// lastcall itself; `None`: tini's rule.
+    pub fn new(job_control: Option<Suspend>, rewrite: &[(Sig, Sig)]) -> Routes {
         let mut table = [Route::Drop; MAX_SIGNAL as usize + 1];
         for (n, route) in table.iter_mut().enumerate().skip(1) {
             let sig = Sig(n as i32);
             *route = match sig {
                 Sig::CHLD => Route::Reap,
                 sig if sig.is_termination() => Route::Shutdown,
-                Sig::TTIN | Sig::TTOU | Sig::TSTP if job_control => Route::Suspend(rewritten_or(rewrite, sig, Sig::STOP)),
+                Sig::TTIN | Sig::TTOU | Sig::TSTP if job_control.is_some() => {
+                    let with = if job_control == Some(Suspend::WithStop) { Sig::STOP } else { sig };
+                    Route::Suspend(rewritten_or(rewrite, sig, with))
+                }
                 Sig::TTIN | Sig::TTOU => Route::Drop,
                 sig => rewritten_or(rewrite, sig, sig).map_or(Route::Drop, Route::Forward),
             };
@@ -263,7 +278,7 @@ mod tests {
 
     #[test]
     fn routes_without_options() {
-        let routes = Routes::new(false, &[]);
+        let routes = Routes::new(None, &[]);
         assert_eq!(routes.of(Sig::CHLD), Route::Reap);
         for sig in [Sig::TERM, Sig::INT, Sig::QUIT] {
             assert_eq!(routes.of(sig), Route::Shutdown, "{sig}");
@@ -280,17 +295,21 @@ mod tests {
 
     #[test]
     fn routes_in_job_control_mode() {
-        let routes = Routes::new(true, &[(Sig::TTIN, Sig::TSTP), (Sig::TTOU, Sig(0))]);
+        let routes = Routes::new(Some(Suspend::WithStop), &[(Sig::TTIN, Sig::TSTP), (Sig::TTOU, Sig(0))]);
         assert_eq!(routes.of(Sig::TSTP), Route::Suspend(Some(Sig::STOP)));
         assert_eq!(routes.of(Sig::TTIN), Route::Suspend(Some(Sig::TSTP)));
         assert_eq!(routes.of(Sig::TTOU), Route::Suspend(None));
         assert_eq!(routes.of(Sig::CHLD), Route::Reap);
+        let routes = Routes::new(Some(Suspend::AsReceived), &[(Sig::TTIN, Sig::TSTP)]);
+        assert_eq!(routes.of(Sig::TSTP), Route::Suspend(Some(Sig::TSTP)));
+        assert_eq!(routes.of(Sig::TTOU), Route::Suspend(Some(Sig::TTOU)));
+        assert_eq!(routes.of(Sig::TTIN), Route::Suspend(Some(Sig::TSTP)));
     }
 
     #[test]
     fn rewrites_change_what_is_forwarded_not_what_starts_the_shutdown() {
         let rewrite = [(Sig::TERM, Sig::QUIT), (Sig(libc::SIGHUP), Sig(0)), (Sig(libc::SIGUSR1), Sig(libc::SIGUSR2))];
-        let routes = Routes::new(false, &rewrite);
+        let routes = Routes::new(None, &rewrite);
         assert_eq!(routes.of(Sig::TERM), Route::Shutdown, "the machine rewrites the stop signal");
         assert_eq!(routes.of(Sig(libc::SIGHUP)), Route::Drop, "rewritten to 0");
         assert_eq!(routes.of(Sig(libc::SIGUSR1)), Route::Forward(Sig(libc::SIGUSR2)));

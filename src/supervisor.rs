@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use log::{debug, info, warn};
+use log::{debug, error, info, warn};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::SigSet;
@@ -21,7 +21,8 @@ use crate::health::{self, Health};
 use crate::machine::{self, Action, Event, Note, Policy, State};
 use crate::notify::NotifyRelay;
 use crate::ready::ReadyFile;
-use crate::signals::{self, Route, Routes, Sig};
+use crate::personality::JobControl;
+use crate::signals::{self, Route, Routes, Sig, Suspend};
 use crate::sys::{self, Detach};
 use crate::{child, reap};
 
@@ -48,6 +49,13 @@ pub fn run(config: Config) -> Result<i32, Error> {
             Err(e) if config.subreaper == Subreaper::Asked => return Err(Error::setup("cannot become a child subreaper", e)),
             Err(e) => warn!("cannot become a child subreaper ({e}); going on without: orphans go to the real init (--no-subreaper says so quietly)"),
         }
+    }
+    if !pid1 && config.subreaper == Subreaper::Off && config.personality.warn_without_subreaper {
+        warn!(
+            "not running as PID 1 and not registered as a child subreaper: orphans will not be re-parented to {0}, \
+             so zombie reaping won't work. Use -s or set TINI_SUBREAPER to register {0} as a child subreaper, or run it as PID 1.",
+            config.personality.name
+        );
     }
     if config.pause {
         return Ok(pause(&handled));
@@ -83,7 +91,11 @@ pub fn run(config: Config) -> Result<i32, Error> {
         env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
     }
     let detach = if config.setsid { Detach::Session } else { Detach::Group };
-    let child = child::spawn(&child::Launch { argv: &config.command, detach, env })?;
+    let child = match child::spawn(&child::Launch { argv: &config.command, detach, env }) {
+        Ok(child) => child,
+        Err(e @ Error::Exec { .. }) => return Ok(exec_failed(&config, e)),
+        Err(e) => return Err(e),
+    };
     debug!("started {:?} as pid {child}", config.command);
     // Never keep a mount busy; the child has its own working directory.
     if let Err(e) = nix::unistd::chdir("/") {
@@ -102,9 +114,15 @@ pub fn run(config: Config) -> Result<i32, Error> {
         rewrite: config.rewrite.clone(),
         kill_wait: KILL_WAIT,
         unready_on: config.unready_on,
+        on_main_exit: config.personality.on_main_exit,
+    };
+    let job_control = match (config.setsid, config.personality.job_control) {
+        (true, _) => Some(Suspend::WithStop),
+        (false, JobControl::DumbInit) => Some(Suspend::AsReceived),
+        (false, JobControl::Tini) => None,
     };
     let mut supervisor = Supervisor {
-        routes: Routes::new(config.setsid, &config.rewrite),
+        routes: Routes::new(job_control, &config.rewrite),
         policy,
         handled,
         signalfd,
@@ -124,6 +142,20 @@ pub fn run(config: Config) -> Result<i32, Error> {
     };
     let code = supervisor.event_loop();
     Ok(if config.remap_exit.contains(&code) { 0 } else { code })
+}
+
+/// The command could not be started: the exit code the personality gives that (tini's is its
+/// child's exit code, so `-e` maps it too).
+fn exec_failed(config: &Config, e: Error) -> i32 {
+    error!("{e}");
+    let Error::Exec { source, .. } = &e else { return e.exit_code() };
+    let p = config.personality;
+    let code = p.exec_failure_code(source.raw_os_error());
+    if p.remap_exec_failure && config.remap_exit.contains(&code) {
+        0
+    } else {
+        code
+    }
 }
 
 /// catatonit's pause mode: no command; reap whatever arrives, exit on a termination signal.
@@ -423,6 +455,11 @@ impl Supervisor {
     /// The shutdown's stop signal, which the timeline shows.
     fn forward_stop(&self, sig: Sig, now: Instant) {
         let whom = self.whom();
+        if self.single_child && self.state.main_code.is_some() {
+            // The child is reaped (dumb-init's TERM at its exit, with -c): its pid may be
+            // another process's by now.
+            return;
+        }
         match self.send_to_child(sig) {
             Ok(()) => info!("{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child),
             Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
