@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A tiny HTTP app that takes a while per request: the app of the 502 experiment.
 
-  PORT=8080 DELAY=1 DRAIN=1 python3 slow_app.py
+  PORT=8080 DELAY=1 DRAIN=1 python3 slow_app.py      (HOST=0.0.0.0 to listen beyond loopback)
 
 Every request sleeps DELAY seconds and logs START/FINISH with the in-flight count. With DRAIN=1
 it handles SIGTERM the graceful way: stop accepting, finish what is in flight, exit 0. Without
@@ -35,15 +35,18 @@ class Handler(BaseHTTPRequestHandler):
             active += 1
             log(f"START  req={req} active={active}")
         started = time.monotonic()
-        time.sleep(DELAY)
-        body = f"ok req={req} pid={os.getpid()}\n".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-        with lock:
-            active -= 1
-            log(f"FINISH req={req} elapsed={time.monotonic() - started:.2f}s active={active}")
+        try:
+            time.sleep(DELAY)
+            body = f"ok req={req} pid={os.getpid()}\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        finally:
+            # Also when the client has gone (a broken pipe): the drain waits for this count.
+            with lock:
+                active -= 1
+                log(f"FINISH req={req} elapsed={time.monotonic() - started:.2f}s active={active}")
 
     def log_message(self, *args):
         pass
@@ -56,7 +59,7 @@ class Server(ThreadingHTTPServer):
 
 
 def main():
-    server = Server(("127.0.0.1", int(os.environ.get("PORT", "8080"))), Handler)
+    server = Server((os.environ.get("HOST", "127.0.0.1"), int(os.environ.get("PORT", "8080"))), Handler)
     if os.environ.get("DRAIN") == "1":
         def on_term(signum, _frame):
             log(f"signal {signum} received: stop accepting, drain in-flight")

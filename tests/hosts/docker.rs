@@ -675,8 +675,10 @@ fn experiment(docker: &Docker, dir: &Path, lastcall_env: &[&str], drain: bool) -
     let app = docker.run(&args);
     let volume = format!("{}:/conf:ro", dir.display());
     let _nginx = docker.run(&["--network", "host", "-v", &volume, "lc-debian", "nginx", "-c", &format!("/conf/{}", conf.file_name().unwrap().to_string_lossy())]);
-    wait_until(30 * SEC, "the app to answer", || http_status(app_port, "/warmup").map(|_| ()));
-    wait_until(30 * SEC, "nginx to answer", || (http_status(proxy_port, "/warmup") == Some(200)).then_some(()));
+    // Each request takes the app 1 s: wait for the answer rather than give up and leave one.
+    let warm = |port| http_get(port, "/warmup", 10 * SEC).map(|(status, _)| status);
+    wait_until(30 * SEC, "the app to answer", || warm(app_port).map(|_| ()));
+    wait_until(30 * SEC, "nginx to answer", || (warm(proxy_port) == Some(200)).then_some(()));
     let starts = || app.logs(false).matches("START").count();
     let before = starts();
     let requests = fire(proxy_port, 6, "inflight-");
@@ -727,7 +729,8 @@ fn docker_dockerfile_example_builds_and_drains(hosts: &mut Hosts) {
     let (port, health) = (free_port(), free_port());
     let port_env = format!("PORT={port}");
     let health_env = format!("LASTCALL_HEALTH_LISTEN=127.0.0.1:{health}");
-    let container = docker.run(&["--network", "host", "-e", &port_env, "-e", &health_env, "lc-example"]);
+    // On the host network and its loopback only (the image listens on every address).
+    let container = docker.run(&["--network", "host", "-e", "HOST=127.0.0.1", "-e", &port_env, "-e", &health_env, "lc-example"]);
     let status = || container.inspect("{{.State.Health.Status}}");
     wait_until(30 * SEC, "the example to be healthy", || (status() == "healthy").then_some(()));
     let request = Arc::new(Mutex::new(None));
