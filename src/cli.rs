@@ -863,7 +863,21 @@ fn atoi_verbosity(text: &str) -> usize {
 }
 
 /// `500ms`, `5s`, `1m30s`, `2h`, `1.5s`; a plain number is seconds.
+/// The longest duration accepted: a year. No orchestrator waits anywhere near that long for a
+/// stop, and it keeps every sum lastcall makes far from overflow: `now + deadline` on the
+/// monotonic clock, and pre-stop + grace + kill wait in microseconds for systemd's
+/// EXTEND_TIMEOUT_USEC (a u64). `--grace 0` is the way to say "never".
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration_unbounded(text)?;
+    if d > MAX_DURATION {
+        return Err("more than the maximum of a year (8760h)".into());
+    }
+    Ok(d)
+}
+
+fn parse_duration_unbounded(text: &str) -> Result<Duration, String> {
     const EXPECTED: &str = "expected a duration like 500ms, 5s or 1m30s";
     let text = text.trim();
     if text.is_empty() {
@@ -1079,7 +1093,8 @@ mod tests {
         assert_eq!(parse_duration("2"), Ok(ms(2000)));
         assert_eq!(parse_duration("1.5s"), Ok(ms(1500)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        for bad in ["", "abc", "5x", "s", "-1", "1m-3s", "ten", "1..2s"] {
+        assert_eq!(parse_duration("8760h"), Ok(MAX_DURATION));
+        for bad in ["", "abc", "5x", "s", "-1", "1m-3s", "ten", "1..2s", "1e19", "8760h1ms", "31536001", "inf", "NaN"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
         }
     }

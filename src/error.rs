@@ -65,16 +65,33 @@ pub fn status_code(status: nix::sys::wait::WaitStatus) -> Option<i32> {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Usage(msg) => f.write_str(msg),
+            Error::Usage(msg) => write!(f, "{}", OneLine(msg)),
             Error::Exec { command, source } => {
                 let reason = match exec_failure_code(source) {
                     NOT_FOUND => "command not found".to_string(),
                     _ => strip_os_error(source),
                 };
-                write!(f, "cannot run '{}': {reason}", command.to_string_lossy())
+                write!(f, "cannot run '{}': {reason}", OneLine(&command.to_string_lossy()))
             }
             Error::Setup { what, source } => write!(f, "{what}: {}", strip_os_error(source)),
         }
+    }
+}
+
+/// Text with its control characters escaped (`\n`, `\u{1b}`), so that a hostile value cannot
+/// split an error into several lines or drive the terminal it is printed on.
+pub struct OneLine<'a>(pub &'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -116,6 +133,8 @@ mod tests {
         assert_eq!(exec(libc::ENOENT).to_string(), "cannot run 'x': command not found");
         assert_eq!(exec(libc::EACCES).to_string(), "cannot run 'x': Permission denied");
         assert_eq!(Error::Usage("bad".into()).exit_code(), 2);
+        assert_eq!(Error::Usage("bad '1\nx\u{1b}[2J' é".into()).to_string(), "bad '1\\nx\\u{1b}[2J' é");
+        assert_eq!(Error::Exec { command: "a\rb".into(), source: io::Error::from_raw_os_error(libc::ENOENT) }.to_string(), "cannot run 'a\\rb': command not found");
         assert_eq!(Error::setup("signalfd", Errno::EMFILE).exit_code(), 125);
     }
 }

@@ -12,6 +12,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use log::debug;
+
+use crate::machine::later;
 use nix::poll::PollFlags;
 
 pub const MAX_CONNECTIONS: usize = 64;
@@ -92,14 +94,14 @@ impl Health {
                         debug!("health: {MAX_CONNECTIONS} connections open, dropping the oldest");
                         self.conns.swap_remove(oldest);
                     }
-                    self.conns.push(Conn { stream, request: Vec::new(), deadline: now + TIMEOUT });
+                    self.conns.push(Conn { stream, request: Vec::new(), deadline: later(now, TIMEOUT) });
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 // EMFILE and the like: the connection stays queued, so back off for a moment.
                 Err(e) => {
                     debug!("health: accept failed ({e}); pausing for {ACCEPT_BACKOFF:?}");
-                    self.accept_paused_until = Some(now + ACCEPT_BACKOFF);
+                    self.accept_paused_until = Some(later(now, ACCEPT_BACKOFF));
                     return;
                 }
             }
@@ -118,11 +120,13 @@ impl Conn {
                     self.request.extend_from_slice(&buf[..n]);
                     if head_complete(&self.request) {
                         let (code, reason, body) = answer(&self.request, status);
-                        self.respond(code, reason, body);
+                        // HEAD gets the headers GET would, Content-Length included, and no body.
+                        let head_only = self.request.starts_with(b"HEAD ");
+                        self.respond(code, reason, body, head_only);
                         return true;
                     }
                     if self.request.len() >= MAX_REQUEST {
-                        self.respond(431, "Request Header Fields Too Large", "request too large\n");
+                        self.respond(431, "Request Header Fields Too Large", "request too large\n", false);
                         return true;
                     }
                 }
@@ -133,10 +137,11 @@ impl Conn {
         }
     }
 
-    fn respond(&mut self, code: u16, reason: &str, body: &str) {
+    fn respond(&mut self, code: u16, reason: &str, body: &str, head_only: bool) {
         let response = format!(
-            "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
+            "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            body.len(),
+            if head_only { "" } else { body }
         );
         // A fresh socket's send buffer takes a response this small whole; a client that will not
         // read is not waited for.

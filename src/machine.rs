@@ -96,12 +96,24 @@ impl Policy {
     }
 
     fn grace_deadline(&self, now: Instant) -> Option<Instant> {
-        self.grace.map(|grace| now + grace)
+        self.grace.map(|grace| later(now, grace))
     }
 
     /// Unready at the start of the pre-stop, or at its end.
     fn unready_at(&self, when: UnreadyOn) -> Option<Action> {
         (self.unready_on == when).then_some(Action::Unready)
+    }
+}
+
+/// `now + d`, never panicking: the parser caps durations at a year, but should a deadline still
+/// not fit the clock, the furthest one that does is as good as never.
+pub fn later(now: Instant, d: Duration) -> Instant {
+    let mut d = d;
+    loop {
+        match now.checked_add(d) {
+            Some(t) => return t,
+            None => d /= 2,
+        }
     }
 }
 
@@ -241,7 +253,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
     let (phase, actions): (Phase, Actions) = match event {
         Event::Termination(sig) => match state.phase {
             Running if policy.pre_stop > Duration::ZERO => (
-                PreStop { until: now + policy.pre_stop, pending: sig },
+                PreStop { until: later(now, policy.pre_stop), pending: sig },
                 Actions::of(&[Some(received(sig)), policy.unready_at(UnreadyOn::Signal), Some(Timeline(Note::PreStopStarted))]),
             ),
             Running => (
@@ -274,7 +286,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                 ]),
             ),
             Draining { .. } => (
-                Killing { until: now + policy.kill_wait },
+                Killing { until: later(now, policy.kill_wait) },
                 Actions::of(&[Some(Timeline(Note::GraceExpired)), Some(SignalAll(Sig::KILL))]),
             ),
             Killing { .. } => {
@@ -293,7 +305,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
             let (phase, actions) = match (state.main_code, children_left) {
                 (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),
                 (None, _) => match state.phase {
-                    Killing { .. } => (Killing { until: now + policy.kill_wait }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { .. } => (Killing { until: later(now, policy.kill_wait) }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
                 },
                 (Some(_), true) => match state.phase {
@@ -312,7 +324,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                     Draining { .. } if main_just_exited => {
                         (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
                     }
-                    Killing { .. } => (Killing { until: now + policy.kill_wait }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { .. } => (Killing { until: later(now, policy.kill_wait) }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
                 },
             };
@@ -327,6 +339,18 @@ mod tests {
     use super::*;
     use Action::*;
     use Phase::*;
+
+    #[test]
+    fn deadlines_never_overflow() {
+        let now = Instant::now();
+        assert_eq!(later(now, Duration::from_secs(5)), now + Duration::from_secs(5));
+        assert!(later(now, Duration::MAX) > now + Duration::from_secs(1 << 40));
+        let huge = Policy { pre_stop: Duration::MAX, grace: Some(Duration::MAX), kill_wait: Duration::MAX, ..policy(0, 0) };
+        let (s, _) = step(State::START, Event::Termination(Sig::TERM), now, &huge);
+        let (s, _) = step(s, Event::Deadline, now, &huge);
+        let (s, _) = step(s, Event::Deadline, now, &huge);
+        assert!(matches!(s.phase, Phase::Killing { .. }), "{s:?}");
+    }
 
     const S: Duration = Duration::from_secs(1);
 

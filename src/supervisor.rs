@@ -416,7 +416,7 @@ impl Supervisor {
             if let Some(grace) = self.policy.grace {
                 // EXTEND_TIMEOUT_USEC only ever lengthens systemd's stop timeout, so asking for
                 // the whole sequence plus a margin is harmless when that timeout is longer.
-                let total = self.policy.pre_stop + grace + KILL_WAIT + Duration::from_secs(1);
+                let total = self.policy.pre_stop.saturating_add(grace).saturating_add(KILL_WAIT + Duration::from_secs(1));
                 message.push_str(&format!("EXTEND_TIMEOUT_USEC={}\n", total.as_micros()));
             }
             notify.send(message.as_bytes());
