@@ -24,7 +24,13 @@ fn pidfile() -> PathBuf {
     cache().join("nspawn.pid")
 }
 
-const CGROUP: &str = "lastcall-hosts";
+/// The container's cgroups are named after the suite's pid, so that suites running at once (from
+/// other worktrees) never share one; those of a suite that is gone are removed at boot.
+const CGROUP_PREFIX: &str = "lastcall-hosts-";
+
+fn own_cgroup() -> String {
+    format!("{CGROUP_PREFIX}{}", std::process::id())
+}
 
 pub struct Nspawn {
     nspawn: Child,
@@ -37,22 +43,22 @@ pub struct Nspawn {
 
 /// The cgroup directories of this machine's hierarchies (every v1 controller and the unified
 /// one) under which the container is placed: the launching shell's own cgroup in each, plus
-/// CGROUP.
-fn cgroup_dirs() -> Vec<PathBuf> {
+/// `name`.
+fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
     let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let mut dirs = Vec::new();
     for hierarchy in fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-        let name = hierarchy.file_name().to_string_lossy().into_owned();
-        let relative = if name == "unified" {
+        let controller = hierarchy.file_name().to_string_lossy().into_owned();
+        let relative = if controller == "unified" {
             own.lines().find(|l| l.starts_with("0::")).map(|l| l[3..].to_string())
         } else {
             own.lines()
                 .filter_map(|l| l.splitn(3, ':').nth(1).map(|c| (c, l.splitn(3, ':').nth(2).unwrap_or("/"))))
-                .find(|(c, _)| c.split(',').any(|c| c == name || *c == format!("name={name}")))
+                .find(|(c, _)| c.split(',').any(|c| c == controller || *c == format!("name={controller}")))
                 .map(|(_, p)| p.to_string())
         };
         if let Some(rel) = relative {
-            dirs.push(hierarchy.path().join(rel.trim_start_matches('/')).join(CGROUP));
+            dirs.push(hierarchy.path().join(rel.trim_start_matches('/')).join(name));
         }
     }
     dirs
@@ -115,8 +121,15 @@ impl Nspawn {
         if let Some(pid) = stale_pid(&pidfile(), "systemd-nspawn") {
             stop_process(pid, 20 * SEC);
         }
-        for dir in cgroup_dirs() {
-            remove_cgroup(&dir);
+        // Left by suites that are gone (killed outright).
+        for dir in cgroup_dirs(&own_cgroup()) {
+            for stale in fs::read_dir(dir.parent().unwrap()).into_iter().flatten().flatten() {
+                let name = stale.file_name().to_string_lossy().into_owned();
+                let gone = name.strip_prefix(CGROUP_PREFIX).and_then(|p| p.parse::<i32>().ok()).is_some_and(|p| !alive(p));
+                if gone {
+                    remove_cgroup(&stale.path());
+                }
+            }
         }
         let root = debian_root();
         fs::create_dir_all(root.join("usr/local/bin")).unwrap();
@@ -133,7 +146,7 @@ impl Nspawn {
         // A shell moves itself into a cgroup of its own in every hierarchy, then becomes nspawn,
         // so that the container's systemd manages only that subtree.
         let mut script = String::from("set -e\n");
-        for dir in cgroup_dirs() {
+        for dir in cgroup_dirs(&own_cgroup()) {
             let d = dir.display();
             script.push_str(&format!("mkdir -p '{d}'\n"));
             if dir.parent().unwrap().join("cpuset.cpus").exists() {
@@ -172,7 +185,7 @@ impl Nspawn {
             let state = machine.output("systemctl is-system-running");
             matches!(state.trim(), "running" | "degraded").then_some(())
         });
-        println!("(booted in {:.1}s) ", machine.started.elapsed().as_secs_f64());
+        print!("(booted in {:.1}s) ", machine.started.elapsed().as_secs_f64());
         machine
     }
 
@@ -248,7 +261,7 @@ impl Drop for Nspawn {
             let _ = self.nspawn.kill();
             let _ = self.nspawn.wait();
         }
-        for dir in cgroup_dirs() {
+        for dir in cgroup_dirs(&own_cgroup()) {
             remove_cgroup(&dir);
         }
         let _ = fs::remove_file(pidfile());
