@@ -24,12 +24,14 @@ struct Init {
     /// A peer, as opposed to lastcall or a build of it being compared: ratios are to the best
     /// peer.
     peer: bool,
+    /// Set in the init's environment.
+    env: Vec<(String, String)>,
 }
 
 impl Init {
     fn command(&self, fixture: &Path, mode: &[&str]) -> Command {
         let mut c = Command::new(&self.path);
-        c.args(&self.args).arg(fixture).args(mode);
+        c.args(&self.args).arg(fixture).args(mode).envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 
@@ -48,16 +50,32 @@ impl Init {
             c.arg("--mount-proc");
         }
         c.arg("--").arg(&self.path).args(extra).args(&self.args).arg(fixture).args(mode);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 }
 
-/// lastcall, the peers that are installed, and the builds or options named in
-/// LASTCALL_BENCH_EXTRA (`NAME=PATH[,ARG...];...`, e.g. `old=/tmp/lastcall-old,--`), which get
-/// columns of their own and are not counted as peers.
-fn contenders() -> Vec<Init> {
+/// lastcall; lastcall with a health endpoint and with a notify socket, the README's recommended
+/// set-ups, whose loop waits in poll() rather than sigwaitinfo(); the peers that are installed;
+/// and the builds or options named in LASTCALL_BENCH_EXTRA (`NAME=PATH[,ARG...];...`, e.g.
+/// `old=/tmp/lastcall-old,--`). Everything that is not a peer gets its own ratio to the best
+/// peer. `notify_socket` is where the notify variant's NOTIFY_SOCKET points.
+fn contenders(notify_socket: &Path) -> Vec<Init> {
     let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect();
-    let mut inits = vec![Init { name: "lastcall".into(), path: LASTCALL.into(), args: owned(&["--"]), peer: false }];
+    // A port nobody uses now; only one health variant runs at a time.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+    let health = format!("127.0.0.1:{port}");
+    let mut inits = vec![
+        Init { name: "lastcall".into(), path: LASTCALL.into(), args: owned(&["--"]), peer: false, env: vec![] },
+        Init { name: "lastcall --health-listen".into(), path: LASTCALL.into(), args: owned(&["--health-listen", &health, "--"]), peer: false, env: vec![] },
+        Init {
+            name: "lastcall, NOTIFY_SOCKET".into(),
+            path: LASTCALL.into(),
+            args: owned(&["--"]),
+            peer: false,
+            env: vec![("NOTIFY_SOCKET".into(), notify_socket.display().to_string())],
+        },
+    ];
     for (name, path, args) in [
         ("tini", "/usr/bin/tini", &["-s", "--"][..]),
         ("tini-static", "/usr/bin/tini-static", &["-s", "--"]),
@@ -65,7 +83,7 @@ fn contenders() -> Vec<Init> {
         ("catatonit", "/usr/bin/catatonit", &["--"]),
     ] {
         if Path::new(path).exists() {
-            inits.push(Init { name: name.into(), path: path.into(), args: owned(args), peer: true });
+            inits.push(Init { name: name.into(), path: path.into(), args: owned(args), peer: true, env: vec![] });
         } else {
             eprintln!("note: {path} is missing (apt-get install tini dumb-init catatonit); leaving {name} out");
         }
@@ -75,7 +93,7 @@ fn contenders() -> Vec<Init> {
         let (name, command) = spec.split_once('=').expect("LASTCALL_BENCH_EXTRA: NAME=PATH[,ARG...];...");
         let mut words = command.split(',').map(String::from);
         let path = words.next().unwrap_or_default();
-        inits.push(Init { name: name.into(), path, args: words.collect(), peer: false });
+        inits.push(Init { name: name.into(), path, args: words.collect(), peer: false, env: vec![] });
     }
     inits
 }
@@ -138,7 +156,7 @@ fn instructions_per_orphan(init: &Init, fixture: &Path, orphans: usize) -> Optio
 /// callgrind's instruction total for `init` around `fixture mode`, as PID 1 of a new namespace
 /// if `pid1`. `drive` runs it to the end (the child handed over is valgrind, or unshare).
 fn callgrind_total(init: &Init, fixture: &Path, mode: &[&str], pid1: bool, drive: impl FnOnce(&mut Child) -> Option<()>) -> Option<f64> {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("callgrind.{}", init.name));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("callgrind.{}", init.name.replace(|c: char| !c.is_alphanumeric(), "_")));
     let mut out_file = std::ffi::OsString::from("--callgrind-out-file=");
     out_file.push(&out);
     let mut command = if pid1 {
@@ -149,6 +167,7 @@ fn callgrind_total(init: &Init, fixture: &Path, mode: &[&str], pid1: bool, drive
         Command::new("valgrind")
     };
     command.arg("--tool=callgrind").arg(out_file).arg(&init.path).args(&init.args).arg(fixture).args(mode);
+    command.envs(init.env.iter().map(|(k, v)| (k, v)));
     let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
     drive(&mut child)?;
     let text = fs::read_to_string(&out).ok()?;
@@ -156,11 +175,15 @@ fn callgrind_total(init: &Init, fixture: &Path, mode: &[&str], pid1: bool, drive
     text.lines().find_map(|l| l.strip_prefix("summary: "))?.trim().parse().ok()
 }
 
-/// The 95% interval of lastcall's ratio to the best peer at percentile `p`, by bootstrap over
-/// rounds: every init had one turn per round (a signal, a reaping run), so sample `k` of each
-/// init comes from the same stretch of the run, and resampling rounds keeps that pairing.
-/// Shows whether a ratio of, say, 0.99 means anything.
-fn bootstrap_ratio_ci(samples: &[Vec<f64>], peers: &[bool], p: f64) -> Option<(f64, f64)> {
+/// The 95% interval of each non-peer's ratio to the best peer at percentile `p`, by bootstrap
+/// over rounds: every init had one turn per round (a signal, a reaping run), so sample `k` of
+/// each init comes from the same stretch of the run, and resampling rounds keeps that pairing.
+/// Shows whether a ratio of, say, 0.99 means anything. None for the peers.
+fn bootstrap_ratio_cis(samples: &[Vec<f64>], peers: &[bool], p: f64) -> Vec<Option<(f64, f64)>> {
+    (0..samples.len()).map(|i| if peers[i] { None } else { bootstrap_ratio_ci(samples, peers, p, i) }).collect()
+}
+
+fn bootstrap_ratio_ci(samples: &[Vec<f64>], peers: &[bool], p: f64, ours: usize) -> Option<(f64, f64)> {
     let rounds = samples.iter().map(Vec::len).min()?;
     if !peers.contains(&true) || rounds < 10 {
         return None;
@@ -183,7 +206,7 @@ fn bootstrap_ratio_ci(samples: &[Vec<f64>], peers: &[bool], p: f64) -> Option<(f
             let i = ((rounds as f64 - 1.0) * p).round() as usize;
             *scratch.select_nth_unstable_by(i, |a, b| a.total_cmp(b)).1
         };
-        let ours = at(&samples[0]);
+        let ours = at(&samples[ours]);
         let best = samples.iter().zip(peers).filter(|(_, &peer)| peer).map(|(s, _)| at(s)).fold(f64::INFINITY, f64::min);
         ratios.push(ours / best);
     }
@@ -262,12 +285,13 @@ struct Row {
     values: Vec<Option<f64>>,
     unit: &'static str,
     text: Option<Vec<String>>,
-    ratio_ci: Option<(f64, f64)>,
+    /// By contender; empty when there are none.
+    ratio_ci: Vec<Option<(f64, f64)>>,
 }
 
 impl Row {
     fn new(figure: impl Into<String>, values: Vec<Option<f64>>, unit: &'static str) -> Row {
-        Row { figure: figure.into(), values, unit, text: None, ratio_ci: None }
+        Row { figure: figure.into(), values, unit, text: None, ratio_ci: vec![] }
     }
 
     fn with_text(mut self, text: Vec<String>) -> Row {
@@ -283,7 +307,12 @@ fn main() {
     let scale: f64 = std::env::var("SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let n = |full: usize| ((full as f64 * scale).round() as usize).max(5);
     let fixture = build_fixture();
-    let inits = contenders();
+    // The notify variant's service manager: a socket nobody reads (lastcall only writes to it at
+    // shutdown), kept open for the whole run.
+    let notify_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-notify.sock");
+    let _ = fs::remove_file(&notify_path);
+    let _notify_socket = std::os::unix::net::UnixDatagram::bind(&notify_path).expect("a notify socket");
+    let inits = contenders(&notify_path);
     let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
     let mut rows: Vec<Row> = Vec::new();
 
@@ -379,7 +408,7 @@ fn main() {
             }
         }
         pin_self(None, cpus);
-        let (ci50, ci99) = (bootstrap_ratio_ci(&latency, &peers, 0.5), bootstrap_ratio_ci(&latency, &peers, 0.99));
+        let (ci50, ci99) = (bootstrap_ratio_cis(&latency, &peers, 0.5), bootstrap_ratio_cis(&latency, &peers, 0.99));
         let latency: Vec<Vec<f64>> = latency.into_iter().map(sorted).collect();
         let mut p50 = Row::new(format!("forwarding latency p50, {label} ({} signals)", latency[0].len()), latency.iter().map(|l| Some(percentile(l, 0.5))).collect(), "µs");
         p50.ratio_ci = ci50;
@@ -465,7 +494,7 @@ fn main() {
         }
     }
     let mut reaping = Row::new(format!("reaping {orphans} orphans, median of {rounds}"), reap_ms.iter().map(|v| Some(percentile(&sorted(v.clone()), 0.5))).collect(), "ms");
-    reaping.ratio_ci = bootstrap_ratio_ci(&reap_ms, &peers, 0.5);
+    reaping.ratio_ci = bootstrap_ratio_cis(&reap_ms, &peers, 0.5);
     rows.push(reaping);
     rows.push(Row::new(format!("most zombies at once (sampled every 100 forks), median of {rounds}"), most.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(), ""));
     if valgrind {
@@ -521,8 +550,11 @@ fn print_table(inits: &[Init], rows: &[Row]) {
     let cores = fs::read_to_string("/proc/cpuinfo").map(|c| c.matches("\nprocessor").count() + usize::from(c.starts_with("processor"))).unwrap_or(0);
     let _ = writeln!(out, "\nlastcall benchmark, {date}, {uname}, {cores} cores, {cpu}\n");
     let names: Vec<&str> = inits.iter().map(|i| i.name.as_str()).collect();
-    let _ = writeln!(out, "| figure | {} | lastcall / best peer |", names.join(" | "));
-    let _ = writeln!(out, "|---|{}---|", "---|".repeat(names.len()));
+    // A ratio column for each contender that is not a peer: lastcall, its variants, the extras.
+    let ours: Vec<usize> = (0..inits.len()).filter(|&i| !inits[i].peer).collect();
+    let ratio_names: Vec<String> = ours.iter().map(|&i| format!("{} / best peer", inits[i].name)).collect();
+    let _ = writeln!(out, "| figure | {} | {} |", names.join(" | "), ratio_names.join(" | "));
+    let _ = writeln!(out, "|---|{}---|", "---|".repeat(names.len() + ours.len() - 1));
     for row in rows {
         let cells: Vec<String> = (0..inits.len())
             .map(|i| match (&row.text, row.values[i]) {
@@ -540,16 +572,19 @@ fn print_table(inits: &[Init], rows: &[Row]) {
             .filter_map(|(_, v)| *v)
             .filter(|v| v.is_finite())
             .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| b.min(v))));
-        let ratio = match (row.values[0], best_peer) {
-            (Some(ours), Some(best)) if best > 0.0 => match row.ratio_ci {
-                // Three places: across cores the whole lead is 0.5 %.
-                Some((low, high)) => format!("{:.3} ({low:.3}–{high:.3})", ours / best),
-                None => format!("{:.2}", ours / best),
-            },
-            (Some(ours), Some(best)) if best == 0.0 && ours == 0.0 => "equal (0)".into(),
-            _ => "-".into(),
-        };
-        let _ = writeln!(out, "| {} | {} | {ratio} |", row.figure, cells.join(" | "));
+        let ratios: Vec<String> = ours
+            .iter()
+            .map(|&i| match (row.values[i], best_peer) {
+                (Some(ours), Some(best)) if best > 0.0 => match row.ratio_ci.get(i).copied().flatten() {
+                    // Three places: across cores the whole lead is 0.5 %.
+                    Some((low, high)) => format!("{:.3} ({low:.3}–{high:.3})", ours / best),
+                    None => format!("{:.2}", ours / best),
+                },
+                (Some(ours), Some(best)) if best == 0.0 && ours == 0.0 => "equal (0)".into(),
+                _ => "-".into(),
+            })
+            .collect();
+        let _ = writeln!(out, "| {} | {} | {} |", row.figure, cells.join(" | "), ratios.join(" | "));
     }
 }
 

@@ -5,12 +5,12 @@
 //! no periodic timer: with no deadline pending, lastcall sleeps until something arrives.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
 use nix::errno::Errno;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::poll::PollTimeout;
 use nix::sys::signal::SigSet;
 use nix::sys::signalfd::SignalFd;
 use nix::unistd::{getpid, Pid};
@@ -139,6 +139,7 @@ pub fn run(config: Config) -> Result<i32, Error> {
         notify,
         proc: ProcReader::new(),
         warned_blind: false,
+        poll_set: PollSet::new(),
     };
     let code = supervisor.event_loop();
     Ok(if config.remap_exit.contains(&code) { 0 } else { code })
@@ -193,13 +194,72 @@ struct Supervisor {
     ready_file: Option<ReadyFile>,
     health: Option<Health>,
     notify: Option<NotifyRelay>,
+    poll_set: PollSet,
     proc: ProcReader,
     /// Whether lastcall has said that /proc does not show it everything (once is enough).
     warned_blind: bool,
 }
 
+/// The poll set, kept from one wake-up to the next so that a wake-up allocates nothing: the
+/// signalfd, the notify socket (or -1, which poll skips), then the health listener and its
+/// connections. It is rewritten only where the health connections changed.
+struct PollSet {
+    fds: Vec<libc::pollfd>,
+    /// Which health fds poll found readable, in `Health::fds()` order, for `Health::service`.
+    health_ready: Vec<bool>,
+}
+
+impl PollSet {
+    const SIGNALS: usize = 0;
+    const NOTIFY: usize = 1;
+    const HEALTH: usize = 2;
+
+    fn new() -> PollSet {
+        // The most it can hold: two, the listener and every connection; never grown after this.
+        let most = Self::HEALTH + 1 + health::MAX_CONNECTIONS;
+        PollSet { fds: Vec::with_capacity(most), health_ready: Vec::with_capacity(most) }
+    }
+
+    /// The signalfd and the notify socket: for good.
+    fn set_fixed(&mut self, signalfd: &SignalFd, notify: Option<&NotifyRelay>) {
+        let notify = notify.map_or(-1, |n| n.fd().as_raw_fd());
+        self.fds.clear();
+        self.fds.push(libc::pollfd { fd: signalfd.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        self.fds.push(libc::pollfd { fd: notify, events: libc::POLLIN, revents: 0 });
+    }
+
+    /// The health listener and connections as they are now (after `Health::service`).
+    fn set_health(&mut self, health: &Health) {
+        self.fds.truncate(Self::HEALTH);
+        for (fd, events) in health.fds() {
+            self.fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: events.bits(), revents: 0 });
+        }
+    }
+
+    fn ready(&self, i: usize) -> bool {
+        self.fds.get(i).is_some_and(|p| p.revents != 0)
+    }
+
+    /// Whether any health fd is readable; fills `health_ready` for `Health::service` (empty
+    /// when none is).
+    fn health_readable(&mut self) -> bool {
+        let health = self.fds.get(Self::HEALTH..).unwrap_or_default();
+        self.health_ready.clear();
+        if !health.iter().any(|p| p.revents != 0) {
+            return false;
+        }
+        self.health_ready.extend(health.iter().map(|p| p.revents != 0));
+        true
+    }
+}
+
 impl Supervisor {
     fn event_loop(&mut self) -> i32 {
+        self.poll_set.set_fixed(&self.signalfd, self.notify.as_ref());
+        if let Some(h) = &self.health {
+            self.poll_set.set_health(h);
+        }
+        let mut health_deadline = self.health.as_ref().and_then(Health::next_deadline);
         loop {
             // Nothing but signals to wait for: sleep in sigwaitinfo, one syscall a wake-up.
             if self.state.deadline().is_none() && self.notify.is_none() && self.health.is_none() {
@@ -213,73 +273,53 @@ impl Supervisor {
                 }
                 continue;
             }
-            let now = Instant::now();
-            if self.state.deadline().is_some_and(|d| now >= d) {
-                if let Some(code) = self.handle(Event::Deadline, now) {
-                    return code;
+            // The clock is read only when something has a deadline.
+            let timeout = match earliest(self.state.deadline(), health_deadline) {
+                None => PollTimeout::NONE,
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if self.state.deadline().is_some_and(|d| now >= d) {
+                        if let Some(code) = self.handle(Event::Deadline, now) {
+                            return code;
+                        }
+                        continue;
+                    }
+                    timeout_until(deadline, now)
                 }
-                continue;
-            }
-            let deadline = [self.state.deadline(), self.health.as_ref().and_then(Health::next_deadline)]
-                .into_iter()
-                .flatten()
-                .min();
-            let timeout = deadline.map_or(PollTimeout::NONE, |d| timeout_until(d, now));
-
-            let (signals_ready, notify_ready, health_ready) = {
-                let mut fds: Vec<(BorrowedFd, PollFlags)> = vec![(self.signalfd.as_fd(), PollFlags::POLLIN)];
-                if let Some(n) = &self.notify {
-                    fds.push((n.fd(), PollFlags::POLLIN));
-                }
-                if let Some(h) = &self.health {
-                    fds.extend(h.fds());
-                }
-                let mut pollfds: Vec<PollFd> = fds.into_iter().map(|(fd, events)| PollFd::new(fd, events)).collect();
-                match poll(&mut pollfds, timeout) {
-                    Ok(_) | Err(Errno::EINTR) => {}
-                    Err(e) => warn!("poll failed: {e}"),
-                }
-                let ready: Vec<bool> = pollfds.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect();
-                let notify_ready = self.notify.is_some() && ready[1];
-                let health_start = 1 + usize::from(self.notify.is_some());
-                (ready[0], notify_ready, ready[health_start..].to_vec())
             };
+            match sys::poll(&mut self.poll_set.fds, timeout) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => warn!("poll failed: {e}"),
+            }
 
-            // Signals first: they are what the deadlines and the health status depend on.
-            if signals_ready {
-                if let Some(code) = self.read_and_handle_signals() {
-                    return code;
+            // Signals first: they are what the deadlines and the health status depend on. One
+            // per wake-up; if more are pending, poll returns at once.
+            if self.poll_set.ready(PollSet::SIGNALS) {
+                match sys::take_signal(&self.handled) {
+                    Ok(Some((sig, sender))) => {
+                        if let Some(code) = self.on_signal(sig, sender) {
+                            return code;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => warn!("cannot take a pending signal: {e}"),
                 }
             }
-            if notify_ready {
+            if self.poll_set.ready(PollSet::NOTIFY) {
                 if let Some(n) = &self.notify {
                     n.relay();
                 }
             }
-            let status = health::Status { ready: self.ready };
             if let Some(h) = &mut self.health {
-                h.service(&health_ready, status, Instant::now());
+                // Nothing to do unless a socket is readable or a connection may have timed out.
+                // Only service() changes the connections, so only then is the set rewritten.
+                if self.poll_set.health_readable() || health_deadline.is_some() {
+                    h.service(&self.poll_set.health_ready, health::Status { ready: self.ready }, Instant::now());
+                    self.poll_set.set_health(h);
+                    health_deadline = h.next_deadline();
+                }
             }
         }
-    }
-
-    /// Reads the signals poll found pending and acts on each in the order received. More than a
-    /// batch stays pending for the next round.
-    fn read_and_handle_signals(&mut self) -> Option<i32> {
-        let mut batch = sys::SignalBatch::new();
-        let infos = match batch.read(self.signalfd.as_fd()) {
-            Ok(infos) => infos,
-            Err(e) => {
-                warn!("cannot read the signalfd: {e}");
-                return None;
-            }
-        };
-        for info in infos {
-            if let Some(code) = self.on_signal(Sig(info.ssi_signo as i32), info.ssi_pid as libc::pid_t) {
-                return Some(code);
-            }
-        }
-        None
     }
 
     /// Acts on one signal; `Some(code)` when it is time to exit.
@@ -658,6 +698,14 @@ impl ProcReader {
     }
 }
 
+/// The earlier of two deadlines, if any.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The poll timeout that ends at or just after `deadline`: rounded up, so that lastcall never
 /// wakes early and spins through a zero timeout.
 fn timeout_until(deadline: Instant, now: Instant) -> PollTimeout {
@@ -688,6 +736,31 @@ mod tests {
         assert_eq!(timeout_until(now + Duration::from_secs(2), now), ms(2000));
         assert_eq!(timeout_until(now, now + Duration::from_secs(1)), ms(0));
         assert_eq!(timeout_until(now + Duration::from_secs(100 * 86400), now), PollTimeout::MAX);
+    }
+
+    #[test]
+    fn the_poll_set_follows_the_health_connections_and_polls_without_a_timeout() {
+        let signalfd = SignalFd::new(&SigSet::empty()).unwrap();
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let health = Health::bind(addr).unwrap();
+        let mut set = PollSet::new();
+        let capacity = set.fds.capacity();
+        set.set_fixed(&signalfd, None);
+        let fds = |set: &PollSet| set.fds.iter().map(|p| p.fd).collect::<Vec<_>>();
+        assert_eq!(fds(&set), [signalfd.as_fd().as_raw_fd(), -1], "no notify socket: a slot poll skips");
+        set.set_health(&health);
+        let listener = health.fds().next().unwrap().0.as_raw_fd();
+        assert_eq!(fds(&set), [signalfd.as_fd().as_raw_fd(), -1, listener]);
+        // A client connects: the listener is readable, and poll with no timeout returns at once.
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(sys::poll(&mut set.fds, PollTimeout::NONE), Ok(1));
+        assert!(set.health_readable());
+        assert_eq!(set.health_ready, [true]);
+        assert!(!set.ready(PollSet::SIGNALS) && !set.ready(PollSet::NOTIFY));
+        set.fds.truncate(PollSet::HEALTH);
+        set.set_health(&health);
+        assert_eq!(set.fds.len(), 3);
+        assert_eq!(set.fds.capacity(), capacity, "the set never reallocates");
     }
 
     #[test]

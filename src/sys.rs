@@ -316,6 +316,42 @@ impl SignalBatch {
     }
 }
 
+/// poll(2) on a set the caller keeps from one wake-up to the next (nix's `PollFd` borrows each
+/// fd, so a set of them cannot live beside the sockets in one struct), made directly as ppoll
+/// (see `raw_syscall`; aarch64 has no poll syscall). The kernel reads `fd` and `events` and
+/// writes `revents`, within the slice; an fd closed meanwhile only comes back as POLLNVAL.
+#[inline(always)]
+pub fn poll(fds: &mut [libc::pollfd], timeout: nix::poll::PollTimeout) -> nix::Result<usize> {
+    // -1 (no timeout) to i32::MAX milliseconds, by construction.
+    let millis = i64::from(timeout);
+    let mut ts = libc::timespec { tv_sec: (millis / 1000) as _, tv_nsec: ((millis % 1000) * 1_000_000) as _ };
+    let ts = if millis < 0 { 0 } else { &mut ts as *mut libc::timespec as usize };
+    // SAFETY: the pointer and length describe the caller's slice, and the timespec (which the
+    // kernel may update) is ours or NULL; no signal mask (NULL), so its size is not read.
+    unsafe { raw_syscall(libc::SYS_ppoll, fds.as_mut_ptr() as usize, fds.len(), ts, 0) }
+}
+
+/// Takes one of the signals in `set` (all blocked) off the pending set if there is one, without
+/// waiting: rt_sigtimedwait with a zero timeout, made directly like `wait_for_signal`, for the
+/// loop that learnt from poll() that the signalfd is readable. One syscall for the usual single
+/// signal, where a read() of the signalfd went through musl.
+#[inline(always)]
+pub fn take_signal(set: &SigSet) -> nix::Result<Option<(Sig, libc::pid_t)>> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
+    let set: *const libc::sigset_t = set.as_ref();
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    loop {
+        // SAFETY: as in wait_for_signal, with a timeout the kernel only reads.
+        match unsafe { raw_syscall(libc::SYS_rt_sigtimedwait, set as usize, info.as_mut_ptr() as usize, &zero as *const libc::timespec as usize, 8) } {
+            // SAFETY: as in wait_for_signal.
+            Ok(n) => return Ok(Some((Sig(n as i32), unsafe { info.assume_init_ref().si_pid() }))),
+            Err(Errno::EAGAIN) => return Ok(None),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
