@@ -191,6 +191,9 @@ impl Drop for Docker {
         if !ids.trim().is_empty() {
             let _ = output(self.cmd().args(["rm", "-f"]).args(ids.split_whitespace()), 60 * SEC);
         }
+        // Each run rebuilds its images around a new lastcall: the old layers go, the cached
+        // base images (lc-busybox, lc-debian) stay.
+        let _ = output(self.cmd().args(["image", "prune", "-f"]), 60 * SEC);
         stop_process(self.pid, 20 * SEC);
         // Reap it: it is our child.
         // SAFETY: waitpid on our own child's pid.
