@@ -352,6 +352,25 @@ pub fn take_signal(set: &SigSet) -> nix::Result<Option<(Sig, libc::pid_t)>> {
     }
 }
 
+/// 64 bits from the kernel's CSPRNG, for names a local attacker must not predict.
+pub fn random_u64() -> io::Result<u64> {
+    let mut bytes = [0u8; 8];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: getrandom writes at most the given length into the buffer we own.
+        let n = unsafe { libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        } else {
+            filled += n as usize;
+        }
+    }
+    Ok(u64::from_ne_bytes(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

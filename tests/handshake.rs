@@ -70,7 +70,7 @@ fn the_ready_file_appears_once_the_app_runs_and_goes_at_the_first_signal() {
     let mut run = start(Mode::Pid1, &dir, &["--ready-file", &ready_arg, "--pre-stop", "1s"], py("record", &out, &[]));
     wait_line(&out, "child ready", 10 * SEC);
     wait_until(5 * SEC, "the ready file", || ready.exists().then_some(()));
-    assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".tmp")));
+    assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".lastcall-")));
     run.signal(libc::SIGTERM);
     // Gone while the app is still running untouched in its pre-stop.
     wait_until(SEC / 2, "the ready file to go", || (!ready.exists()).then_some(()));

@@ -107,3 +107,43 @@ fn head_gets_headers_without_a_body() {
     assert!(head.contains("Content-Length: 6\r\n"), "{head:?}");
     assert!(head.ends_with("\r\n\r\n"), "HEAD got a body: {head:?}");
 }
+
+/// Point 5: a user who can write the ready file's directory plants symlinks to a root-owned
+/// file at every name lastcall could predict (the old temporary name came from the pid, which
+/// is 1 in a container); lastcall must neither truncate nor write through them.
+#[test]
+fn planted_symlinks_do_not_redirect_the_ready_file() {
+    use std::os::unix::fs::{lchown, symlink, MetadataExt, PermissionsExt};
+    let dir = scratch("ready-symlinks");
+    let victim = dir.join("victim");
+    fs::write(&victim, "root's precious data\n").unwrap();
+    let shared = dir.join("shared");
+    fs::create_dir(&shared).unwrap();
+    let nobody = 65534;
+    std::os::unix::fs::chown(&shared, Some(nobody), Some(nobody)).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o755)).unwrap();
+    let ready = shared.join("ready");
+    let mut planted = vec![ready.clone()];
+    for pid in 1..=64 {
+        planted.push(shared.join(format!("ready.lastcall-{pid}.tmp")));
+    }
+    for link in &planted {
+        symlink(&victim, link).unwrap();
+        lchown(link, Some(nobody), Some(nobody)).unwrap();
+    }
+    let ready_arg = ready.display().to_string();
+    let mut run = start(Mode::Pid1, &dir, &["--ready-file", &ready_arg], &["sleep", "30"]);
+    wait_until(10 * SEC, "the ready file", || {
+        fs::symlink_metadata(&ready).ok().filter(|m| m.file_type().is_file()).map(|_| ())
+    });
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "root's precious data\n");
+    assert_eq!(fs::read_to_string(&ready).unwrap(), "1\n");
+    assert_eq!(fs::metadata(&ready).unwrap().uid(), 0);
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(10 * SEC), 143);
+    assert!(fs::symlink_metadata(&ready).is_err(), "the ready file is gone");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "root's precious data\n");
+    // Only the planted links are left: no temporary file, and the victim is where it was.
+    let left: Vec<_> = fs::read_dir(&shared).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), planted.len() - 1, "{left:?}");
+}
