@@ -670,6 +670,7 @@ fn fit_in_stop_timeout(
         (None, _) => Err(refuse(format!("{} {}", name(Id::PreStop), seconds(pre_stop)))),
         (Some(None), _) => Err(refuse(format!("{} 0 (never escalate)", name(Id::Grace)))),
         (Some(Some(g)), Some(room)) if g <= room => Ok(Some(g)),
+        (Some(Some(g)), _) if pre_stop.is_zero() => Err(refuse(format!("{} {}", name(Id::Grace), seconds(g)))),
         (Some(Some(g)), _) => {
             Err(refuse(format!("{} {} + {} {}", name(Id::PreStop), seconds(pre_stop), name(Id::Grace), seconds(g))))
         }
@@ -961,6 +962,8 @@ mod tests {
         assert!(msg.contains("--pre-stop 8s") && msg.contains("--stop-timeout 10s"), "{msg}");
         let msg = usage_error(&["--stop-timeout", "1s", "app"], &[]);
         assert!(msg.contains("--pre-stop 0s"), "{msg}");
+        let msg = usage_error(&["--stop-timeout", "5", "--grace", "4s", "app"], &[]);
+        assert!(msg.starts_with("--grace 4s does not fit in --stop-timeout 5s"), "{msg}");
         let msg = usage_error(&["--stop-timeout", "1m", "--grace", "0", "app"], &[]);
         assert!(msg.contains("--grace 0 (never escalate)"), "{msg}");
         let msg = usage_error(&["--stop-timeout", "0", "app"], &[]);

@@ -347,6 +347,7 @@ pub const CASES: &[Case] = &[
     Case { name: "docker_stop_waits_for_the_pre_stop_and_the_drain", run: docker_stop_waits_for_the_pre_stop_and_the_drain },
     Case { name: "docker_stop_of_a_term_ignoring_app_ends_at_lastcalls_grace", run: docker_stop_of_a_term_ignoring_app_ends_at_lastcalls_grace },
     Case { name: "docker_stop_timeout_sets_the_grace", run: docker_stop_timeout_sets_the_grace },
+    Case { name: "docker_each_timeline_line_once_in_ten_stops", run: docker_each_timeline_line_once_in_ten_stops },
     Case { name: "docker_stopsignal_and_lastcall_stop_signal", run: docker_stopsignal_and_lastcall_stop_signal },
     Case { name: "docker_lastcall_rewrite", run: docker_lastcall_rewrite },
     Case { name: "docker_exit_codes", run: docker_exit_codes },
@@ -420,6 +421,21 @@ fn docker_stop_timeout_sets_the_grace(hosts: &mut Hosts) {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("LASTCALL_GRACE 6s") && err.contains("LASTCALL_STOP_TIMEOUT 5s"), "{err}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("started"));
+}
+
+/// The escalation's line was once printed twice in 3 of 10 Docker stops.
+fn docker_each_timeline_line_once_in_ten_stops(hosts: &mut Hosts) {
+    let docker = hosts.docker();
+    for round in 0..10 {
+        let mode = MODES[round % 2];
+        let c = run_sh(docker, mode, &["-e", "LASTCALL_GRACE=300ms"], "trap '' TERM; echo app ready; while :; do sleep 1; done");
+        c.wait_log("app ready", 20 * SEC);
+        c.stop(None);
+        let log = c.logs(false);
+        assert_eq!(c.exit_code(), 137, "{mode:?}: {log}");
+        assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child exited with status 137"]);
+        assert_eq!(log.lines().filter(|l| l.starts_with("lastcall:")).count(), 4, "round {round}, {mode:?}: only the timeline:\n{log}");
+    }
 }
 
 fn docker_stopsignal_and_lastcall_stop_signal(hosts: &mut Hosts) {
