@@ -42,11 +42,10 @@ pub struct Case {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: Vec<Case> = docker::CASES
+    let cases: Vec<&Case> = docker::CASES
         .iter()
         .chain(others::CASES)
         .chain(systemd::CASES)
-        .map(|c| Case { name: c.name, run: c.run })
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
     if args.iter().any(|a| a == "--list") {

@@ -20,7 +20,7 @@ const DOCKER_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Docker {
     run: Scratch,
     sock: String,
-    pid: i32,
+    daemon: std::process::Child,
     /// The init-path binary: a copy of the lastcall under test.
     pub init: PathBuf,
     /// lc-debian and lc-app: built on first use (they need the debootstrapped root).
@@ -68,12 +68,10 @@ impl Docker {
         let log = fs::File::create(d.join("dockerd.log")).unwrap();
         let mut cmd = Command::new("dockerd");
         cmd.arg("--config-file").arg(d.join("daemon.json")).stdout(log.try_clone().unwrap()).stderr(log);
-        // Its own session: a Ctrl-C at the terminal running the tests must not reach it.
-        unsafe_setsid(&mut cmd);
-        let child = cmd.spawn().expect("start dockerd (apt-get install docker.io)");
-        let pid = child.id() as i32;
-        fs::write(pidfile(), pid.to_string()).unwrap();
-        let docker = Docker { sock: format!("unix://{}/docker.sock", d.display()), run, pid, init, debian_images: false };
+        own_session(&mut cmd);
+        let daemon = cmd.spawn().expect("start dockerd (apt-get install docker.io)");
+        fs::write(pidfile(), daemon.id().to_string()).unwrap();
+        let docker = Docker { sock: format!("unix://{}/docker.sock", d.display()), run, daemon, init, debian_images: false };
         wait_until(60 * SEC, "dockerd to answer", || {
             let out = output(docker.cmd().arg("version"), 10 * SEC);
             out.status.success().then_some(())
@@ -194,26 +192,12 @@ impl Drop for Docker {
         // Each run rebuilds its images around a new lastcall: the old layers go, the cached
         // base images (lc-busybox, lc-debian) stay.
         let _ = output(self.cmd().args(["image", "prune", "-f"]), 60 * SEC);
-        stop_process(self.pid, 20 * SEC);
-        // Reap it: it is our child.
-        // SAFETY: waitpid on our own child's pid.
-        unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) };
+        stop_process(self.daemon.id() as i32, 20 * SEC);
+        let _ = self.daemon.wait();
         // dockerd leaves <exec-root>/netns/default mounted.
         unmount_below(self.run.path());
         let _ = fs::remove_file(pidfile());
     }
-}
-
-/// The child gets a session of its own.
-fn unsafe_setsid(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        })
-    };
 }
 
 pub struct Container<'a> {

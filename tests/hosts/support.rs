@@ -234,6 +234,19 @@ pub fn stop_process(pid: i32, limit: Duration) {
     }
 }
 
+/// The command starts in a session of its own: a Ctrl-C at the terminal running the tests must
+/// not reach the daemons, which are torn down in order instead.
+pub fn own_session(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        })
+    };
+}
+
 /// Unmounts whatever is mounted at or below `dir` (deepest first).
 pub fn unmount_below(dir: &Path) {
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();

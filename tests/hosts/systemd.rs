@@ -161,16 +161,7 @@ impl Nspawn {
         let log = fs::File::create(cache().join("nspawn.log")).unwrap();
         let mut cmd = Command::new("sh");
         cmd.args(["-c", &script]).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: setsid is async-signal-safe.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::setsid();
-                    Ok(())
-                })
-            };
-        }
+        own_session(&mut cmd);
         let started = Instant::now();
         let nspawn = cmd.spawn().expect("systemd-nspawn (apt-get install systemd-container)");
         let outer = nspawn.id() as i32;
