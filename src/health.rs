@@ -150,12 +150,13 @@ impl Conn {
     }
 }
 
-fn head_complete(request: &[u8]) -> bool {
+/// Whether the bytes read so far hold a whole request head. Public for the fuzz target.
+pub fn head_complete(request: &[u8]) -> bool {
     request.windows(4).any(|w| w == b"\r\n\r\n") || request.windows(2).any(|w| w == b"\n\n")
 }
 
-/// The response for a complete request head.
-fn answer(request: &[u8], status: Status) -> (u16, &'static str, &'static str) {
+/// The response for a complete request head. Public for the fuzz target.
+pub fn answer(request: &[u8], status: Status) -> (u16, &'static str, &'static str) {
     let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
     let mut parts = line.split(|&b| b == b' ');
     let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());

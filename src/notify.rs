@@ -74,8 +74,8 @@ impl NotifyRelay {
 
 /// The message without MAINPID= (the main process is lastcall, and must stay so) and without
 /// BARRIER=1: the barrier's fd does not survive the relay, and the client's wait already ended
-/// when lastcall received the message and the kernel closed that fd.
-fn filter(message: &[u8]) -> Vec<u8> {
+/// when lastcall received the message and the kernel closed that fd. Public for the fuzz target.
+pub fn filter(message: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(message.len());
     for line in message.split(|&b| b == b'\n') {
         if line.is_empty() || line.starts_with(b"MAINPID=") || line == b"BARRIER=1" {
