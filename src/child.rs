@@ -1,52 +1,145 @@
-//! Starting the main child: its own process group (or session), an empty signal mask, default
-//! dispositions, the terminal's foreground if lastcall has it, and only the file descriptors
-//! lastcall was given (everything lastcall opens itself is close-on-exec).
+//! Starting the main child: its own process group (or session), the signal mask and
+//! dispositions lastcall was started with, the terminal's foreground if lastcall has it, and
+//! only the file descriptors lastcall was given (everything lastcall opens itself is
+//! close-on-exec), which lastcall then closes for itself.
 
 use std::ffi::{CString, OsString};
-use std::io::IsTerminal;
+use std::io::{self, IsTerminal};
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 
+use log::debug;
 use nix::spawn::{posix_spawnp, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
 use nix::sys::signal::SigSet;
-use nix::unistd::{getpgrp, getpid, tcgetpgrp, Pid};
+use nix::unistd::{getpgrp, getpid, getsid, tcgetpgrp, Pid};
 
 use crate::error::Error;
-use crate::sys::{self, Detach, ExecPlan};
+use crate::signals::Sig;
+use crate::sys::{self, Detach, ExecPlan, StartFailure};
 
 pub struct Launch<'a> {
     pub argv: &'a [OsString],
     pub detach: Detach,
     /// Variables set (or replaced) in the child's environment.
     pub env: Vec<(String, OsString)>,
+    /// The signal mask lastcall was started with.
+    pub mask: &'a SigSet,
+    /// Signals lastcall set to SIG_DFL for itself, which the child gets as SIG_DFL.
+    pub defaulted: &'a SigSet,
 }
 
-/// Spawns the command and returns its pid, which is also its process group id.
-pub fn spawn(launch: &Launch) -> Result<Pid, Error> {
+pub struct Started {
+    /// The child's pid, which is also its process group id.
+    pub pid: Pid,
+    /// Signals that were pending for lastcall when it handed its terminal over and that
+    /// another process sent: the event loop acts on them as if they had just arrived.
+    pub early_signals: Vec<(Sig, libc::pid_t)>,
+}
+
+/// Spawns the command.
+pub fn spawn(launch: &Launch) -> Result<Started, Error> {
     let program = launch.argv.first().ok_or_else(|| Error::Usage("no command given".into()))?;
-    let exec_error = |source| Error::Exec { command: program.clone(), source };
     let argv: Vec<CString> = launch.argv.iter().map(|a| c_string(a.as_bytes())).collect();
     let env = child_env(&launch.env);
     let take_terminal = owns_terminal();
     // Socket activation: the fds are for the child, so LISTEN_PID must name it.
     let listen_pid_is_ours = std::env::var("LISTEN_PID").is_ok_and(|p| p == getpid().to_string());
+    let mut early_signals = Vec::new();
 
-    if launch.detach == Detach::Group && !take_terminal && !listen_pid_is_ours {
-        return spawn_cheap(&argv, &env).map_err(|errno| exec_error(errno.into()));
+    let pid = if launch.detach == Detach::Group && !take_terminal && !listen_pid_is_ours {
+        let spawned = spawn_cheap(&argv, &env, launch);
+        // musl's posix_spawn puts back lastcall's mask as its own sigprocmask reports it, that
+        // is without 32-34: block them again.
+        let _ = crate::signals::block_handled();
+        spawned.map_err(|errno| start_error(program, StartFailure::Exec(errno.into())))?
+    } else {
+        if launch.detach == Detach::Session && take_terminal {
+            early_signals = hand_over_terminal();
+        }
+        let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, listen_pid_is_ours, *launch.mask);
+        Pid::from_raw(sys::fork_exec(&mut plan).map_err(|failure| start_error(program, failure))?)
+    };
+    Ok(Started { pid, early_signals })
+}
+
+/// Only exec's own failure of the command is the command's (126/127). lastcall's fork or pipe
+/// failing, for lack of pids, fds or memory, is lastcall's (125). posix_spawn reports both the
+/// same way, so its errno decides: exec would fail with these too only for the same lack.
+fn start_error(program: &OsString, failure: StartFailure) -> Error {
+    let setup = |what: &str, source| Error::Setup { what: format!("{what} '{}'", program.to_string_lossy()), source };
+    match failure {
+        StartFailure::Setup(what, source) => Error::Setup { what: what.into(), source },
+        StartFailure::Exec(source) => match source.raw_os_error() {
+            Some(libc::EAGAIN | libc::EMFILE | libc::ENFILE | libc::ENOMEM) => setup("cannot start", source),
+            _ => Error::Exec { command: program.clone(), source },
+        },
     }
-    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, listen_pid_is_ours);
-    let pid = sys::fork_exec(&mut plan).map_err(exec_error)?;
-    Ok(Pid::from_raw(pid))
 }
 
 /// posix_spawn (a vfork in musl): the cheapest start there is. The attributes give the child
-/// its own group and an empty mask; dispositions are already default in lastcall itself.
-/// musl reports exec failures back through the call's return value.
-fn spawn_cheap(argv: &[CString], env: &[CString]) -> nix::Result<Pid> {
+/// its own group, lastcall's inherited mask, and SIG_DFL where lastcall changed a disposition
+/// for itself. musl reports exec failures back through the call's return value.
+fn spawn_cheap(argv: &[CString], env: &[CString], launch: &Launch) -> nix::Result<Pid> {
     let mut attr = PosixSpawnAttr::init()?;
     attr.set_pgroup(Pid::from_raw(0))?;
-    attr.set_sigmask(&SigSet::empty())?;
-    attr.set_flags(PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK)?;
+    attr.set_sigmask(launch.mask)?;
+    attr.set_sigdefault(launch.defaulted)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )?;
     posix_spawnp(&argv[0], &PosixSpawnFileActions::init()?, &attr, argv, env)
+}
+
+/// dumb-init's hand-over: a terminal belongs to one session, so when lastcall leads the session
+/// that owns it, it lets go (TIOCNOTTY) and the child, in its new session, takes it. Letting go
+/// makes the kernel send SIGHUP and SIGCONT to lastcall's group, with lastcall's own pid as the
+/// sender; they are pending by the time the ioctl returns and are dropped here, not forwarded
+/// (a SIGHUP would end the app). One that another process sent is kept for the event loop.
+fn hand_over_terminal() -> Vec<(Sig, libc::pid_t)> {
+    let me = getpid();
+    let stdin = std::io::stdin();
+    let leads_its_session = getsid(None).is_ok_and(|sid| sid == me);
+    if !leads_its_session || !nix::sys::termios::tcgetsid(&stdin).is_ok_and(|sid| sid == me) {
+        return Vec::new();
+    }
+    if let Err(e) = sys::release_terminal() {
+        debug!("cannot release the terminal: {e}");
+        return Vec::new();
+    }
+    let hangup = sys::signal_set([Sig(libc::SIGHUP), Sig(libc::SIGCONT)]);
+    let mut kept = Vec::new();
+    while let Ok(Some((sig, sender))) = sys::take_signal(&hangup) {
+        if sender == me.as_raw() {
+            debug!("dropped the {sig} of the terminal hand-over");
+        } else {
+            kept.push((sig, sender));
+        }
+    }
+    kept
+}
+
+/// The fds from 3 up that lastcall was started with: the app's (socket activation's listeners,
+/// a pipe, ...). Read before lastcall opens any of its own.
+pub fn inherited_fds() -> Vec<RawFd> {
+    let listed: io::Result<Vec<RawFd>> = std::fs::read_dir("/proc/self/fd")
+        .and_then(|dir| dir.map(|e| Ok(e?.file_name().to_str().and_then(|n| n.parse().ok()).unwrap_or(-1))).collect());
+    let candidates = listed.unwrap_or_else(|_| {
+        // No /proc: try every number up to the limit (bounded: it may be a million).
+        (3..sys::fd_limit().min(65536) as RawFd).collect()
+    });
+    // The directory's own fd is closed by now, so it is not open any more.
+    candidates.into_iter().filter(|&fd| fd >= 3 && sys::fd_is_open(fd)).collect()
+}
+
+/// catatonit's rule: once the app has its copies, lastcall closes its own, so that when the app
+/// closes a listener to drain, the socket really closes (a new client is refused instead of
+/// waiting in a backlog nobody serves).
+pub fn close_inherited(fds: &[RawFd]) {
+    for &fd in fds {
+        if let Err(e) = sys::close_fd(fd) {
+            debug!("cannot close inherited fd {fd}: {e}");
+        }
+    }
 }
 
 /// lastcall's environment with `overrides` applied, as `KEY=VALUE` C strings.
@@ -68,4 +161,32 @@ fn c_string(bytes: &[u8]) -> CString {
 fn owns_terminal() -> bool {
     let stdin = std::io::stdin();
     stdin.is_terminal() && tcgetpgrp(&stdin).is_ok_and(|fg| fg == getpgrp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::errno::Errno;
+
+    #[test]
+    fn lastcalls_own_failures_are_not_the_commands() {
+        let program = OsString::from("app");
+        let exec = |errno| start_error(&program, StartFailure::Exec(io::Error::from_raw_os_error(errno))).exit_code();
+        for errno in [libc::EAGAIN, libc::EMFILE, libc::ENFILE, libc::ENOMEM] {
+            assert_eq!(exec(errno), 125, "{errno}");
+        }
+        assert_eq!(exec(libc::ENOENT), 127);
+        assert_eq!(exec(libc::EACCES), 126);
+        let fork = start_error(&program, StartFailure::Setup("cannot fork", io::Error::from(Errno::EAGAIN)));
+        assert_eq!(fork.exit_code(), 125);
+    }
+
+    #[test]
+    fn inherited_fds_are_found() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        use std::os::fd::AsRawFd;
+        let fds = inherited_fds();
+        assert!(fds.contains(&r.as_raw_fd()) && fds.contains(&w.as_raw_fd()), "{fds:?}");
+        assert!(fds.iter().all(|&fd| fd >= 3));
+    }
 }

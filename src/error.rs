@@ -3,10 +3,11 @@
 //! | exit code | meaning                                                          |
 //! |-----------|------------------------------------------------------------------|
 //! | N         | the main child exited with N                                     |
-//! | 128+N     | the main child died from signal N (137 after the SIGKILL escalation) |
+//! | 128+N     | the main child died from signal N (137 after the SIGKILL escalation), as PID 1 |
+//! | signal N  | not PID 1: lastcall ends by the signal that ended the app (`exit_like`) |
 //! | 126       | the command was found but could not be executed (permissions, not a program) |
 //! | 127       | the command was not found                                        |
-//! | 125       | lastcall itself failed to set up (signalfd, fork, ...)           |
+//! | 125       | lastcall itself failed (signalfd, its fork or pipe, no fds or pids left) |
 //! | 2         | usage error: bad option, bad value, no command                   |
 
 use std::ffi::OsString;
@@ -14,6 +15,9 @@ use std::fmt;
 use std::io;
 
 use nix::errno::Errno;
+
+use crate::signals::Sig;
+use crate::sys;
 
 pub const USAGE: i32 = 2;
 pub const SETUP: i32 = 125;
@@ -52,13 +56,28 @@ fn exec_failure_code(err: &io::Error) -> i32 {
     }
 }
 
-/// The shell's convention, which Docker and Kubernetes report: a code, or 128 + the signal.
-pub fn status_code(status: nix::sys::wait::WaitStatus) -> Option<i32> {
-    use nix::sys::wait::WaitStatus::*;
-    match status {
-        Exited(_, code) => Some(code),
-        Signaled(_, sig, _) => Some(128 + sig as i32),
-        _ => None,
+/// How lastcall ends: with an exit code, or by the signal that killed the app.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Code(i32),
+    /// Only when lastcall is not PID 1 (the kernel does not let PID 1 kill itself) and `-e` did
+    /// not map the app's code.
+    Signal(Sig),
+}
+
+/// Exits like this: with the code, or by the signal's default action so that lastcall's parent
+/// reads the app's own wait status (a TERM death is clean to systemd; a shell sees the INT).
+/// A signal whose default action does not end a process (stop, ignore), or one that lastcall
+/// cannot take back from an inherited SIG_IGN, exits 128+N instead.
+pub fn exit_like(ending: Ending) -> ! {
+    match ending {
+        Ending::Code(code) => std::process::exit(code),
+        Ending::Signal(sig) => {
+            if sig.default_terminates() {
+                sys::die_by_signal(sig);
+            }
+            std::process::exit(128 + sig.0)
+        }
     }
 }
 
@@ -109,19 +128,6 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nix::sys::signal::Signal;
-    use nix::sys::wait::WaitStatus;
-    use nix::unistd::Pid;
-
-    #[test]
-    fn exit_codes() {
-        let pid = Pid::from_raw(2);
-        assert_eq!(status_code(WaitStatus::Exited(pid, 0)), Some(0));
-        assert_eq!(status_code(WaitStatus::Exited(pid, 42)), Some(42));
-        assert_eq!(status_code(WaitStatus::Signaled(pid, Signal::SIGTERM, false)), Some(143));
-        assert_eq!(status_code(WaitStatus::Signaled(pid, Signal::SIGKILL, true)), Some(137));
-        assert_eq!(status_code(WaitStatus::StillAlive), None);
-    }
 
     #[test]
     fn exec_failures() {

@@ -7,7 +7,8 @@
 //! lastcall still has children after that. Forward goes to the child's process group; SignalAll
 //! goes to everything lastcall still has (as PID 1: the whole namespace); SignalOthers to all of
 //! that outside the child's group, which already had its stop signal (a second TERM makes some
-//! apps quit at once).
+//! apps quit at once). Each of the three sends SIGCONT right after a stop signal (not after
+//! SIGKILL), as systemd does, so that a stopped process runs its handler.
 //!
 //! | phase      | event                           | next phase          | actions                      |
 //! |------------|---------------------------------|---------------------|------------------------------|
@@ -24,6 +25,7 @@
 //! | Running    | main exited, others             | Draining(grace)     | Unready, SignalAll(stop(TERM)) |
 //! | PreStop    | main exited, others             | Draining(grace)     | Unready², SignalAll(stop(pending)) |
 //! | Draining   | main exited, others             | Draining (same)     | SignalOthers(stop(TERM))     |
+//! | Draining   | main exited, others, `-c`       | Draining (same)     | SignalAll(stop(TERM))        |
 //! | Killing    | a reap, others                  | Killing(kill wait)  | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
 //! | any live   | main exited, on exit: Exit      | Exited              | Exit(main's code)            |
@@ -67,6 +69,9 @@ pub struct Policy {
     pub kill_wait: Duration,
     pub unready_on: UnreadyOn,
     pub on_main_exit: OnMainExit,
+    /// `-c`: the stop signal went to the main child alone, so the rest of its group has not had
+    /// it when the main child exits mid-shutdown.
+    pub single_child: bool,
 }
 
 /// What happens when the main child exits while other processes remain.
@@ -321,6 +326,9 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                             signal_all(policy.stop(pending)),
                         ]),
                     ),
+                    Draining { .. } if main_just_exited && policy.single_child => {
+                        (state.phase, Actions::of(&[signal_all(policy.stop(Sig::TERM))]))
+                    }
                     Draining { .. } if main_just_exited => {
                         (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
                     }
@@ -363,6 +371,7 @@ mod tests {
             kill_wait: S * 3,
             unready_on: UnreadyOn::Signal,
             on_main_exit: OnMainExit::StopTheRest,
+            single_child: false,
         }
     }
 
@@ -545,6 +554,16 @@ mod tests {
     }
 
     #[test]
+    fn with_single_child_the_group_gets_the_stop_signal_when_the_main_child_exits_mid_drain() {
+        let t0 = Instant::now();
+        let p = Policy { single_child: true, ..policy(0, 5) };
+        let s = at(Draining { until: Some(t0 + S) });
+        let (s, a) = step(s, Event::Reaped { main: Some(0), children_left: true }, t0, &p);
+        assert_eq!(s, exited_main(Draining { until: Some(t0 + S) }, 0));
+        assert_eq!(a, vec![SignalAll(Sig::TERM)]);
+    }
+
+    #[test]
     fn orphan_reaps_change_nothing_until_killing() {
         let t0 = Instant::now();
         let ev = Event::Reaped { main: None, children_left: true };
@@ -681,6 +700,7 @@ mod tests {
             kill_wait: ms(rng, 3000),
             unready_on: if rng.chance(50) { UnreadyOn::Signal } else { UnreadyOn::Stop },
             on_main_exit: OnMainExit::StopTheRest,
+            single_child: false,
         }
     }
 

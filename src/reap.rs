@@ -1,15 +1,58 @@
 //! Reaping: one SIGCHLD may stand for many exits, so wait until nothing is left to collect.
 
+use std::fmt;
+
 use nix::errno::Errno;
-use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 
+use crate::signals::Sig;
 use crate::sys;
+
+/// How a child ended, decoded from the raw wait status for any signal number. nix's
+/// `WaitStatus` knows only the signals of its enum and fails on a real-time one, which reaping
+/// once read as "still running": an app killed by signal 35 left lastcall waiting for ever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Exited(i32),
+    /// Killed by the signal; whether it dumped core.
+    Signaled(Sig, bool),
+}
+
+impl Status {
+    /// waitpid without WUNTRACED or WCONTINUED reports only exits and deaths, so every status
+    /// it gives is one of the two.
+    pub fn from_raw(raw: libc::c_int) -> Status {
+        if libc::WIFSIGNALED(raw) {
+            Status::Signaled(Sig(libc::WTERMSIG(raw)), libc::WCOREDUMP(raw))
+        } else {
+            Status::Exited(libc::WEXITSTATUS(raw))
+        }
+    }
+
+    /// The shell's convention, which Docker and Kubernetes report: a code, or 128 + the signal.
+    pub fn code(self) -> i32 {
+        match self {
+            Status::Exited(code) => code,
+            Status::Signaled(sig, _) => 128 + sig.0,
+        }
+    }
+}
+
+/// As the log shows it: `exited with 0`, `killed by SIGKILL`.
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Exited(code) => write!(f, "exited with {code}"),
+            Status::Signaled(sig, false) => write!(f, "killed by {sig}"),
+            Status::Signaled(sig, true) => write!(f, "killed by {sig} (core dumped)"),
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Reaped {
     /// The main child's status, if it was among those reaped.
-    pub main: Option<WaitStatus>,
+    pub main: Option<Status>,
     /// How many other processes were reaped: orphans adopted by lastcall, or the app's own
     /// exited children.
     pub others: usize,
@@ -18,8 +61,8 @@ pub struct Reaped {
 }
 
 /// Reaps every child that has exited; `on_other` hears of each that was not `main`, with its
-/// raw status (decoded by `describe` only if it is logged). Nothing is collected on the way, so
-/// a burst of thousands of orphans costs no allocation.
+/// raw status (decoded only if it is logged). Nothing is collected on the way, so a burst of
+/// thousands of orphans costs no allocation.
 pub fn reap_all(main: Pid, mut on_other: impl FnMut(Pid, libc::c_int)) -> Reaped {
     let mut reaped = Reaped::default();
     loop {
@@ -28,7 +71,7 @@ pub fn reap_all(main: Pid, mut on_other: impl FnMut(Pid, libc::c_int)) -> Reaped
                 reaped.children_left = true;
                 return reaped;
             }
-            Ok(Some((pid, status))) if pid == main => reaped.main = WaitStatus::from_raw(pid, status).ok(),
+            Ok(Some((pid, status))) if pid == main => reaped.main = Some(Status::from_raw(status)),
             Ok(Some((pid, status))) => {
                 reaped.others += 1;
                 on_other(pid, status);
@@ -43,24 +86,28 @@ pub fn reap_all(main: Pid, mut on_other: impl FnMut(Pid, libc::c_int)) -> Reaped
     }
 }
 
-/// A raw wait status as the log shows it: `exited with 0`, `killed by SIGKILL`.
-pub fn describe(pid: Pid, status: libc::c_int) -> String {
-    match WaitStatus::from_raw(pid, status) {
-        Ok(WaitStatus::Exited(_, code)) => format!("exited with {code}"),
-        Ok(WaitStatus::Signaled(_, sig, _)) => format!("killed by {sig}"),
-        _ => format!("wait status {status:#x}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn statuses_read_as_the_log_shows_them() {
-        let pid = Pid::from_raw(7);
-        assert_eq!(describe(pid, 3 << 8), "exited with 3");
-        assert_eq!(describe(pid, libc::SIGKILL), "killed by SIGKILL");
-        assert_eq!(describe(pid, 0x137f), "wait status 0x137f");
+        assert_eq!(Status::from_raw(3 << 8).to_string(), "exited with 3");
+        assert_eq!(Status::from_raw(libc::SIGKILL).to_string(), "killed by SIGKILL");
+        assert_eq!(Status::from_raw(libc::SIGSEGV | 0x80).to_string(), "killed by SIGSEGV (core dumped)");
+        assert_eq!(Status::from_raw(35).to_string(), "killed by SIGRTMIN+1");
+    }
+
+    /// Every signal number, as the kernel encodes a death (tests/transparency.rs has real
+    /// processes die of each).
+    #[test]
+    fn every_signal_from_1_to_64_is_decoded() {
+        for n in 1..=64 {
+            assert_eq!(Status::from_raw(n), Status::Signaled(Sig(n), false), "signal {n}");
+            assert_eq!(Status::from_raw(n | 0x80), Status::Signaled(Sig(n), true), "signal {n}");
+            assert_eq!(Status::from_raw(n).code(), 128 + n);
+        }
+        assert_eq!(Status::from_raw(0), Status::Exited(0));
+        assert_eq!(Status::from_raw(255 << 8), Status::Exited(255));
     }
 }

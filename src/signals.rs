@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// A signal number, valid or not; `name()` tells which.
@@ -23,10 +23,27 @@ impl Sig {
     pub const TTOU: Sig = Sig(libc::SIGTTOU);
     pub const TSTP: Sig = Sig(libc::SIGTSTP);
     pub const STOP: Sig = Sig(libc::SIGSTOP);
+    pub const CONT: Sig = Sig(libc::SIGCONT);
 
     /// TERM, INT and QUIT start the shutdown (and end pause mode).
     pub fn is_termination(self) -> bool {
         matches!(self, Sig::TERM | Sig::INT | Sig::QUIT)
+    }
+
+    /// Whether the signal's default action ends the process (terminate or core), rather than
+    /// ignoring it (CHLD, CONT, URG, WINCH) or stopping it (STOP, TSTP, TTIN, TTOU).
+    pub fn default_terminates(self) -> bool {
+        const IGNORE_OR_STOP: [i32; 8] = [
+            libc::SIGCHLD,
+            libc::SIGCONT,
+            libc::SIGURG,
+            libc::SIGWINCH,
+            libc::SIGSTOP,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+        ];
+        (1..=MAX_SIGNAL).contains(&self.0) && !IGNORE_OR_STOP.contains(&self.0)
     }
 
     /// The name without the `SIG` prefix, e.g. `TERM` or `RTMIN+3`.
@@ -136,18 +153,6 @@ const NAMES: &[(&str, i32)] = &[
     ("SYS", libc::SIGSYS),
 ];
 
-/// Signals the kernel raises for a fault in lastcall itself. Blocking them would turn a crash
-/// into a hang, so they keep their default action.
-const FAULT_SIGNALS: [Signal; 7] = [
-    Signal::SIGSEGV,
-    Signal::SIGBUS,
-    Signal::SIGFPE,
-    Signal::SIGILL,
-    Signal::SIGABRT,
-    Signal::SIGTRAP,
-    Signal::SIGSYS,
-];
-
 /// What lastcall does with a signal it reads. It is the same in every phase of the shutdown,
 /// which is why only `Shutdown` signals go through the state machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,19 +223,21 @@ pub fn rewritten_or(rewrite: &[(Sig, Sig)], received: Sig, default: Sig) -> Opti
     }
 }
 
-/// Every signal but the fault signals: blocked first thing, and the set the signalfd reads.
+/// Every signal from 1 to 64 that can be blocked: all but KILL and STOP. Fault signals are
+/// included: the kernel still kills a process whose own fault raises a blocked one (it unblocks
+/// it and restores the default action first), so blocking them costs nothing and lets lastcall
+/// forward what another process sends. 32-34 are included too, which musl's sigfillset leaves
+/// out (`sys::signal_set`).
 pub fn handled_set() -> SigSet {
-    let mut set = SigSet::all();
-    for sig in FAULT_SIGNALS {
-        set.remove(sig);
-    }
-    set
+    crate::sys::signal_set((1..=MAX_SIGNAL).map(Sig).filter(|&sig| sig != Sig::KILL && sig != Sig::STOP))
 }
 
 /// Blocks the handled set, so that from here on no signal is lost or acted on by default:
-/// each waits, pending, until the event loop reads it.
-pub fn block_handled() -> nix::Result<()> {
-    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&handled_set()), None)
+/// each waits, pending, until the event loop reads it. Returns the mask lastcall was started
+/// with, which the app gets back (recorded before `main`: see `sys::inherited_mask`).
+pub fn block_handled() -> nix::Result<SigSet> {
+    let replaced = crate::sys::set_signal_mask(libc::SIG_SETMASK, &handled_set())?;
+    Ok(crate::sys::inherited_mask().unwrap_or(replaced))
 }
 
 /// A close-on-exec signalfd for the handled set, for the times the event loop also waits on
@@ -319,12 +326,19 @@ mod tests {
     }
 
     #[test]
-    fn fault_signals_are_not_blocked() {
-        let set = handled_set();
-        for sig in FAULT_SIGNALS {
-            assert!(!set.contains(sig), "{sig:?}");
+    fn every_signal_but_kill_and_stop_is_handled() {
+        let handled: Vec<i32> = crate::sys::signal_members(&handled_set()).map(|s| s.0).collect();
+        let expected: Vec<i32> = (1..=64).filter(|&n| n != libc::SIGKILL && n != libc::SIGSTOP).collect();
+        assert_eq!(handled, expected);
+    }
+
+    #[test]
+    fn only_signals_that_end_a_process_end_lastcall() {
+        for sig in [Sig::TERM, Sig::KILL, Sig(libc::SIGSEGV), Sig(libc::SIGHUP), Sig(33), Sig(64)] {
+            assert!(sig.default_terminates(), "{sig}");
         }
-        assert!(set.contains(Signal::SIGTERM));
-        assert!(set.contains(Signal::SIGCHLD));
+        for n in [libc::SIGCHLD, libc::SIGCONT, libc::SIGURG, libc::SIGWINCH, libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
+            assert!(!Sig(n).default_terminates(), "{n}");
+        }
     }
 }

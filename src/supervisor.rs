@@ -16,7 +16,7 @@ use nix::sys::signalfd::SignalFd;
 use nix::unistd::{getpid, Pid};
 
 use crate::cli::{Config, Subreaper};
-use crate::error::{self, Error};
+use crate::error::{Ending, Error};
 use crate::health::{self, Health};
 use crate::machine::{self, Action, Event, Note, Policy, State};
 use crate::notify::NotifyRelay;
@@ -24,6 +24,7 @@ use crate::ready::ReadyFile;
 use crate::personality::JobControl;
 use crate::signals::{self, Route, Routes, Sig, Suspend};
 use crate::sys::{self, Detach};
+use crate::reap::Status;
 use crate::{child, reap};
 
 /// How long SIGKILLed processes get to be reaped before lastcall stops waiting for them
@@ -31,9 +32,12 @@ use crate::{child, reap};
 const KILL_WAIT: Duration = Duration::from_secs(3);
 
 /// Sets up everything the loop needs, starts the command and supervises it to the end.
-/// Returns lastcall's exit code. Signals must already be blocked.
-pub fn run(config: Config) -> Result<i32, Error> {
-    sys::reset_dispositions();
+/// Returns how lastcall ends. Signals must already be blocked; `mask` is the signal mask
+/// lastcall was started with, which the app gets.
+pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
+    // Before lastcall opens any fd of its own.
+    let inherited_fds = child::inherited_fds();
+    let dispositions = sys::take_dispositions();
     let handled = signals::handled_set();
     let signalfd = signals::open_signalfd(&handled).map_err(|e| Error::setup("cannot create a signalfd", e))?;
     let me = getpid();
@@ -58,7 +62,7 @@ pub fn run(config: Config) -> Result<i32, Error> {
         );
     }
     if config.pause {
-        return Ok(pause(&handled));
+        return Ok(Ending::Code(pause(&handled)));
     }
 
     // Everything that can fail on bad input fails now, before the app starts.
@@ -91,12 +95,15 @@ pub fn run(config: Config) -> Result<i32, Error> {
         env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
     }
     let detach = if config.setsid { Detach::Session } else { Detach::Group };
-    let child = match child::spawn(&child::Launch { argv: &config.command, detach, env }) {
-        Ok(child) => child,
-        Err(e @ Error::Exec { .. }) => return Ok(exec_failed(&config, e)),
+    let launch = child::Launch { argv: &config.command, detach, env, mask: &mask, defaulted: &dispositions.defaulted };
+    let started = match child::spawn(&launch) {
+        Ok(started) => started,
+        Err(e @ Error::Exec { .. }) => return Ok(Ending::Code(exec_failed(&config, e))),
         Err(e) => return Err(e),
     };
+    let child = started.pid;
     debug!("started {:?} as pid {child}", config.command);
+    child::close_inherited(&inherited_fds);
     // Never keep a mount busy; the child has its own working directory.
     if let Err(e) = nix::unistd::chdir("/") {
         warn!("cannot change directory to /: {e}");
@@ -115,6 +122,7 @@ pub fn run(config: Config) -> Result<i32, Error> {
         kill_wait: KILL_WAIT,
         unready_on: config.unready_on,
         on_main_exit: config.personality.on_main_exit,
+        single_child: config.single_child,
     };
     let job_control = match (config.setsid, config.personality.job_control) {
         (true, _) => Some(Suspend::WithStop),
@@ -140,9 +148,19 @@ pub fn run(config: Config) -> Result<i32, Error> {
         proc: ProcReader::new(),
         warned_blind: false,
         poll_set: PollSet::new(),
+        main_status: None,
     };
-    let code = supervisor.event_loop();
-    Ok(if config.remap_exit.contains(&code) { 0 } else { code })
+    let code = started.early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal(sig, sender));
+    let code = code.unwrap_or_else(|| supervisor.event_loop());
+    Ok(if config.remap_exit.contains(&code) {
+        Ending::Code(0)
+    } else {
+        match supervisor.main_status {
+            // Transparent: the parent reads the app's own death (not as PID 1, which cannot).
+            Some(Status::Signaled(sig, _)) if !pid1 && code == 128 + sig.0 => Ending::Signal(sig),
+            _ => Ending::Code(code),
+        }
+    })
 }
 
 /// The command could not be started: the exit code the personality gives that (tini's is its
@@ -195,6 +213,8 @@ struct Supervisor {
     health: Option<Health>,
     notify: Option<NotifyRelay>,
     poll_set: PollSet,
+    /// How the main child ended, once it is reaped: lastcall ends the same way.
+    main_status: Option<Status>,
     proc: ProcReader,
     /// Whether lastcall has said that /proc does not show it everything (once is enough).
     warned_blind: bool,
@@ -352,7 +372,10 @@ impl Supervisor {
     #[inline(never)]
     fn on_child_exit(&mut self) -> Option<i32> {
         let reaped = self.reap();
-        let main = reaped.main.and_then(error::status_code);
+        if reaped.main.is_some() {
+            self.main_status = reaped.main;
+        }
+        let main = reaped.main.map(Status::code);
         if main.is_none() && (reaped.others == 0 || !self.state.cares_about_orphans()) {
             return None;
         }
@@ -414,9 +437,9 @@ impl Supervisor {
         let warn_reaping = self.warn_reaping;
         reap::reap_all(self.child, |pid, status| {
             if warn_reaping {
-                warn!("reaped zombie process {pid}: {}", reap::describe(pid, status));
+                warn!("reaped zombie process {pid}: {}", Status::from_raw(status));
             } else {
-                debug!("reaped pid {pid}: {}", reap::describe(pid, status));
+                debug!("reaped pid {pid}: {}", Status::from_raw(status));
             }
         })
     }
@@ -500,7 +523,8 @@ impl Supervisor {
             // another process's by now.
             return;
         }
-        match self.send_to_child(sig) {
+        let target = if self.single_child { self.child.as_raw() } else { -self.child.as_raw() };
+        match send_stop_signal(target, sig) {
             Ok(()) => info!("{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child),
             Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
         }
@@ -515,14 +539,14 @@ impl Supervisor {
         }
         info!("{}sent {sig} to every remaining process", self.elapsed(now));
         if self.pid1 {
-            if let Err(e) = sys::kill(-1, sig) {
+            if let Err(e) = send_stop_signal(-1, sig) {
                 debug!("kill(-1, {sig}): {e}");
             }
             return;
         }
-        let _ = sys::kill(-self.child.as_raw(), sig);
+        let _ = send_stop_signal(-self.child.as_raw(), sig);
         for (pid, _) in self.descendants_in_view().unwrap_or_default() {
-            let _ = sys::kill(pid, sig);
+            let _ = send_stop_signal(pid, sig);
         }
     }
 
@@ -579,13 +603,13 @@ impl Supervisor {
             Some(processes) => {
                 for (pid, pgrp) in processes {
                     if pgrp != self.child.as_raw() {
-                        let _ = sys::kill(pid, sig);
+                        let _ = send_stop_signal(pid, sig);
                     }
                 }
             }
             // As PID 1 without our own /proc nobody can be told apart: better twice than never.
             None if self.pid1 => {
-                let _ = sys::kill(-1, sig);
+                let _ = send_stop_signal(-1, sig);
             }
             None => {}
         }
@@ -616,6 +640,18 @@ impl Supervisor {
             None => String::new(),
         }
     }
+}
+
+/// A stop signal of the shutdown, followed by SIGCONT as systemd does: a stopped process (SIGSTOP,
+/// Ctrl-Z elsewhere, a debugger) cannot run its handler until it is continued, and would only
+/// meet the SIGKILL at the deadline. SIGCONT is harmless to one that runs. Not after SIGKILL,
+/// SIGCONT itself, or a signal that stops.
+fn send_stop_signal(target: libc::pid_t, sig: Sig) -> nix::Result<()> {
+    let sent = sys::kill(target, sig);
+    if !matches!(sig, Sig::KILL | Sig::CONT | Sig::STOP | Sig::TSTP | Sig::TTIN | Sig::TTOU) {
+        let _ = sys::kill(target, Sig::CONT);
+    }
+    sent
 }
 
 /// Whether /proc belongs to our PID namespace: a pid read from another namespace's /proc would

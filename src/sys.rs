@@ -1,12 +1,15 @@
 //! The few calls that need `unsafe`: nix's safe wrappers take its `Signal` enum, which has no
-//! real-time signals, and have no sigwaitinfo; fork-to-exec must run on memory prepared before
-//! the fork; and the signalfd is read in batches into an uninitialised buffer.
+//! real-time signals, and have no sigwaitinfo; musl's signal-set functions leave out 32-34;
+//! fork-to-exec must run on memory prepared before the fork; and the signalfd is read in batches
+//! into an uninitialised buffer. Every call goes through libc's wrappers, whose types follow each
+//! target's kernel ABI: no system call is made by hand and no kernel struct is laid out here.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use nix::errno::Errno;
 use nix::sys::signal::SigSet;
@@ -19,82 +22,152 @@ use crate::signals::Sig;
 #[inline(always)]
 pub fn kill(pid: libc::pid_t, sig: Sig) -> nix::Result<()> {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.
-    unsafe { raw_syscall(libc::SYS_kill, pid as usize, sig.0 as usize, 0, 0) }.map(drop)
+    Errno::result(unsafe { libc::kill(pid, sig.0) }).map(drop)
 }
 
-/// A system call made directly, for the ones on the signal and reaping paths (rt_sigtimedwait,
-/// kill, wait4). musl's wrappers, with errno and the cancellation-point machinery lastcall never
-/// uses, live elsewhere in the binary, and calling out to them cost more time than the rest of
-/// the path (README, Performance). Unused arguments are 0.
+/// A signal set with exactly `members`, bit by bit as the kernel reads it: bit n-1 for signal n,
+/// in words of a C `unsigned long` (libc's `sigset_t` is an array of them, the kernel's mask its
+/// first 64 bits), so it holds on 32- and 64-bit targets and either byte order. musl's
+/// `sigaddset` and `sigfillset` leave out 32-34, which it keeps for itself; the kernel must see
+/// them too, or another process's `kill -33` would end lastcall.
+pub fn signal_set(members: impl IntoIterator<Item = Sig>) -> SigSet {
+    const BITS: usize = 8 * std::mem::size_of::<libc::c_ulong>();
+    const WORDS: usize = std::mem::size_of::<libc::sigset_t>() / std::mem::size_of::<libc::c_ulong>();
+    // SAFETY: sigset_t is plain integers; all zero is the empty set.
+    let mut raw: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let words = (&mut raw as *mut libc::sigset_t).cast::<libc::c_ulong>();
+    for sig in members {
+        let Some(bit) = usize::try_from(sig.0).ok().and_then(|n| n.checked_sub(1)) else { continue };
+        if bit / BITS < WORDS {
+            // SAFETY: the word is inside `raw`, which is made of c_ulongs and aligned for them.
+            unsafe { *words.add(bit / BITS) |= 1 << (bit % BITS) };
+        }
+    }
+    // SAFETY: `raw` is a valid set: the kernel reads any bit pattern.
+    unsafe { SigSet::from_sigset_t_unchecked(raw) }
+}
+
+/// The members of `set` from 1 to 64, read bit by bit as `signal_set` writes them.
+pub fn signal_members(set: &SigSet) -> impl Iterator<Item = Sig> + '_ {
+    const BITS: usize = 8 * std::mem::size_of::<libc::c_ulong>();
+    let words = (set.as_ref() as *const libc::sigset_t).cast::<libc::c_ulong>();
+    (1..=64).map(Sig).filter(move |sig| {
+        let bit = (sig.0 - 1) as usize;
+        // SAFETY: signal 64's word is inside every libc's sigset_t (at least 64 bits).
+        unsafe { *words.add(bit / BITS) & (1 << (bit % BITS)) != 0 }
+    })
+}
+
+/// Sets the signal mask (`how`: SIG_BLOCK, SIG_UNBLOCK, SIG_SETMASK) and returns the one it
+/// replaced, whole. The system call is made through libc's `syscall()` because musl's
+/// `sigprocmask` clears 32-34 from the old mask it reports, and the app must get back exactly
+/// what lastcall was given. The kernel's set is SIGRTMAX+1 bits (8 bytes; 16 on MIPS).
+/// Async-signal-safe, so the forked child uses it too.
+pub fn set_signal_mask(how: libc::c_int, set: &SigSet) -> nix::Result<SigSet> {
+    // SAFETY: sigset_t is plain integers; all zero is the empty set.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let kernel_bytes = (libc::SIGRTMAX() as usize + 1) / 8;
+    // SAFETY: rt_sigprocmask reads `kernel_bytes` (within sigset_t) from `set` and writes as many
+    // into `old`, which we own.
+    let rc = unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, set.as_ref() as *const libc::sigset_t, &mut old as *mut libc::sigset_t, kernel_bytes) };
+    // SAFETY: any bit pattern is a valid set.
+    Errno::result(rc).map(|_| unsafe { SigSet::from_sigset_t_unchecked(old) })
+}
+
+/// What lastcall changed of the dispositions it was started with, so that the app can be given
+/// them back: see `take_dispositions`.
+pub struct Dispositions {
+    /// Signals that lastcall set to SIG_DFL for itself and that the app must get as SIG_DFL.
+    pub defaulted: SigSet,
+}
+
+/// What lastcall was started with, read before Rust's runtime and musl change it for
+/// themselves: std ignores SIGPIPE before `main` (on every Unix), and musl unblocks 33 and 34
+/// when the runtime installs its first handler. An `.init_array` function runs before both, in
+/// a static musl binary as in a glibc one.
+static PIPE_WAS_IGNORED: AtomicBool = AtomicBool::new(false);
+/// The inherited mask, bit n-1 for signal n, once recorded.
+static INHERITED_MASK: AtomicU64 = AtomicU64::new(0);
+static MASK_RECORDED: AtomicBool = AtomicBool::new(false);
+
+#[used]
+#[link_section = ".init_array"]
+static RECORD_INHERITED: extern "C" fn() = record_inherited;
+
+extern "C" fn record_inherited() {
+    PIPE_WAS_IGNORED.store(disposition(libc::SIGPIPE) == Some(libc::SIG_IGN), Ordering::Relaxed);
+    // Blocking nothing more reads the mask.
+    if let Ok(mask) = set_signal_mask(libc::SIG_BLOCK, &signal_set([])) {
+        let bits = signal_members(&mask).fold(0u64, |bits, sig| bits | 1 << (sig.0 - 1));
+        INHERITED_MASK.store(bits, Ordering::Relaxed);
+        MASK_RECORDED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The signal mask lastcall was started with, if it was recorded before `main`.
+pub fn inherited_mask() -> Option<SigSet> {
+    let bits = INHERITED_MASK.load(Ordering::Relaxed);
+    MASK_RECORDED.load(Ordering::Relaxed).then(|| signal_set((1..=64).map(Sig).filter(|sig| bits & 1 << (sig.0 - 1) != 0)))
+}
+
+/// The handler of `sig` (SIG_DFL, SIG_IGN or a function), if libc will say (musl will not for
+/// 32-34).
+fn disposition(sig: libc::c_int) -> Option<libc::sighandler_t> {
+    let mut old = MaybeUninit::<libc::sigaction>::uninit();
+    // SAFETY: with a null new action, sigaction only writes the current one into `old`.
+    let rc = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: sigaction succeeded, so it wrote the whole struct.
+    (rc == 0).then(|| unsafe { old.assume_init() }.sa_sigaction)
+}
+
+fn set_disposition(sig: libc::c_int, handler: libc::sighandler_t) {
+    // SAFETY: SIG_DFL and SIG_IGN install no code of ours.
+    unsafe { libc::signal(sig, handler) };
+}
+
+/// Puts lastcall's dispositions back to what it was started with, except where it must differ,
+/// and says which it changed. Signals are all blocked, so none is delivered while this runs, and
+/// a blocked signal is queued for the event loop even when ignored, so lastcall needs no
+/// disposition of its own to receive one. The exceptions:
+/// - SIGCHLD ignored (SIG_IGN) would make the kernel reap lastcall's children before it can read
+///   their status: it becomes SIG_DFL, and the app gets SIG_DFL too.
+/// - SIGPIPE goes back to what it was before Rust's runtime ignored it.
 ///
-/// # Safety
-/// As for the system call itself: any pointer passed must be valid for what it does with it.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> nix::Result<usize> {
-    let ret: isize;
-    // SAFETY: the x86_64 Linux system call convention: number and result in rax, arguments in
-    // rdi, rsi, rdx, r10; the kernel clobbers rcx and r11 and leaves the stack alone.
+/// The fault signals keep the handlers Rust's runtime put on SIGSEGV and SIGBUS (its stack
+/// overflow report); exec resets handlers, so the app gets their defaults, as lastcall did.
+pub fn take_dispositions() -> Dispositions {
+    let mut defaulted = Vec::new();
+    if disposition(libc::SIGCHLD) == Some(libc::SIG_IGN) {
+        set_disposition(libc::SIGCHLD, libc::SIG_DFL);
+        defaulted.push(Sig::CHLD);
+    }
+    if !PIPE_WAS_IGNORED.load(Ordering::Relaxed) {
+        set_disposition(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    Dispositions { defaulted: signal_set(defaulted) }
+}
+
+/// Ends lastcall by `sig`'s default action, as the app ended, so that lastcall's parent reads
+/// the same wait status. Returns only if that action does not end lastcall (the signal is
+/// ignored, as an inherited SIG_IGN on 32-34 that musl will not change).
+///
+/// lastcall must not dump a core of its own: the crash was the app's, and a core of lastcall
+/// would mislead whoever reads it (and fill a disk under a restart loop). RLIMIT_CORE 0 stops a
+/// core file; PR_SET_DUMPABLE 0 also stops a core piped to a handler (systemd-coredump,
+/// apport), for which the kernel does not apply RLIMIT_CORE. The wait status then lacks the
+/// app's core-dump flag: its core, if any, was written when it died.
+pub fn die_by_signal(sig: Sig) {
+    let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: setrlimit reads the struct we own; the prctl takes plain integers; SIG_DFL
+    // installs no handler; then the signal is sent to ourselves and unblocked.
     unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") number as isize => ret,
-            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
-            lateout("rcx") _, lateout("r11") _,
-            options(nostack, preserves_flags),
-        );
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
-    if (-4095..0).contains(&ret) {
-        Err(Errno::from_raw(-ret as i32))
-    } else {
-        Ok(ret as usize)
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn raw_syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> nix::Result<usize> {
-    // SAFETY: as the caller vouches.
-    let ret = unsafe { libc::syscall(number, a, b, c, d) };
-    if ret < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(ret as usize)
-    }
-}
-
-/// Puts every signal back to its default action. A parent may have left some ignored (nohup,
-/// a shell's background job), and children inherit ignored signals across exec; an ignored
-/// SIGCHLD would even make the kernel reap our children before we can read their status.
-/// Signals are all blocked by now, so nothing is delivered while this runs.
-pub fn reset_dispositions() {
-    for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        if (32..=34).contains(&sig) {
-            // musl's sigaction refuses the signals it reserves for itself, but a glibc child
-            // uses 32 and 33 for its own threads, so an inherited SIG_IGN there must go too.
-            // lastcall has no threads or timers, so musl has no handler on them to lose.
-            let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
-            // SAFETY: rt_sigaction reads a sigaction laid out as the kernel expects (x86_64,
-            // 8-byte mask) from our stack; SIG_DFL installs no handler.
-            unsafe {
-                libc::syscall(libc::SYS_rt_sigaction, sig, &default, std::ptr::null_mut::<KernelSigaction>(), 8usize)
-            };
-            continue;
-        }
-        // SAFETY: SIG_DFL installs no handler, so no code of ours can run on a signal.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
-    }
-}
-
-/// The kernel's struct sigaction, which differs from libc's.
-#[repr(C)]
-struct KernelSigaction {
-    handler: libc::sighandler_t,
-    flags: libc::c_ulong,
-    restorer: usize,
-    mask: u64,
+    set_disposition(sig.0, libc::SIG_DFL);
+    let _ = kill(std::process::id() as libc::pid_t, sig);
+    // Pending now; delivered as the mask lets it through.
+    let _ = set_signal_mask(libc::SIG_UNBLOCK, &signal_set([sig]));
 }
 
 /// How the child is detached from lastcall.
@@ -114,13 +187,24 @@ pub struct ExecPlan {
     listen_pid_slot: Option<usize>,
     detach: Detach,
     take_terminal: bool,
+    /// The signal mask the child starts with: the one lastcall was started with.
+    mask: SigSet,
+}
+
+/// Why `fork_exec` did not start the command.
+#[derive(Debug)]
+pub enum StartFailure {
+    /// lastcall's own part: its pipe or the fork (EMFILE, EAGAIN, ENOMEM...).
+    Setup(&'static str, io::Error),
+    /// exec's own failure of the command, reported by the child.
+    Exec(io::Error),
 }
 
 const LISTEN_PID_PREFIX: &[u8] = b"LISTEN_PID=";
 
 impl ExecPlan {
     /// With `name_listen_pid`, the child's `LISTEN_PID=` entry is rewritten to its own pid.
-    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool, name_listen_pid: bool) -> ExecPlan {
+    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool, name_listen_pid: bool, mask: SigSet) -> ExecPlan {
         let mut envp: Vec<Vec<u8>> = env.into_iter().map(CString::into_bytes_with_nul).collect();
         let listen_pid_slot =
             if name_listen_pid { envp.iter().position(|e| e.starts_with(LISTEN_PID_PREFIX)) } else { None };
@@ -128,25 +212,25 @@ impl ExecPlan {
             // Room for any pid and the NUL, written by the child.
             envp[i] = [LISTEN_PID_PREFIX, &[0u8; 12]].concat();
         }
-        ExecPlan { argv, envp, listen_pid_slot, detach, take_terminal }
+        ExecPlan { argv, envp, listen_pid_slot, detach, take_terminal, mask }
     }
 }
 
 /// fork, set the child up, exec; exec failures come back over a close-on-exec pipe, as the
 /// errno the child could not get past. Between fork and exec the child makes only
 /// async-signal-safe calls on memory prepared here (musl's execvpe searches PATH on the stack).
-pub fn fork_exec(plan: &mut ExecPlan) -> io::Result<libc::pid_t> {
+pub fn fork_exec(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
     let argv: Vec<*const libc::c_char> =
         plan.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let mut pipe = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two fds into the array we own.
     if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
+        return Err(StartFailure::Setup("cannot make a pipe to start the command", io::Error::last_os_error()));
     }
     let slot_ptr: Option<*mut u8> = plan.listen_pid_slot.map(|i| plan.envp[i].as_mut_ptr());
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|e| e.as_ptr().cast()).chain(std::iter::once(std::ptr::null())).collect();
-    let (detach, take_terminal) = (plan.detach, plan.take_terminal);
+    let (detach, take_terminal, mask) = (plan.detach, plan.take_terminal, &plan.mask);
 
     // SAFETY: lastcall is single-threaded, so the child is a full copy with no lock held by
     // another thread; it runs only the async-signal-safe code below and then execs or exits.
@@ -158,7 +242,7 @@ pub fn fork_exec(plan: &mut ExecPlan) -> io::Result<libc::pid_t> {
             libc::close(pipe[0]);
             libc::close(pipe[1]);
         }
-        return Err(err);
+        return Err(StartFailure::Setup("cannot fork to start the command", err));
     }
     if pid == 0 {
         // SAFETY: in the child: plain syscalls on our own stack and on buffers prepared before
@@ -174,12 +258,9 @@ pub fn fork_exec(plan: &mut ExecPlan) -> io::Result<libc::pid_t> {
                 }
             }
             if take_terminal {
-                let mut ttou: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut ttou);
-                libc::sigaddset(&mut ttou, libc::SIGTTOU);
-                libc::sigprocmask(libc::SIG_BLOCK, &ttou, std::ptr::null_mut());
                 match detach {
-                    // A background group taking the foreground gets SIGTTOU, blocked here.
+                    // A background group taking the foreground gets SIGTTOU, blocked here as
+                    // every signal is until exec.
                     Detach::Group => libc::tcsetpgrp(libc::STDIN_FILENO, me),
                     // A new session has no terminal: make stdin's its controlling one.
                     Detach::Session => libc::ioctl(libc::STDIN_FILENO, libc::TIOCSCTTY, 0),
@@ -188,10 +269,9 @@ pub fn fork_exec(plan: &mut ExecPlan) -> io::Result<libc::pid_t> {
             if let Some(slot) = slot_ptr {
                 write_decimal(slot.add(LISTEN_PID_PREFIX.len()), me as u32);
             }
-            // The child starts with nothing blocked, whatever lastcall had blocked.
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // The child starts with the mask lastcall was started with (dispositions are
+            // lastcall's own, which are the inherited ones, and exec resets handlers).
+            let _ = set_signal_mask(libc::SIG_SETMASK, mask);
             libc::execvpe(argv[0], argv.as_ptr(), envp.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(pipe[1], (&errno as *const libc::c_int).cast(), 4);
@@ -213,7 +293,7 @@ pub fn fork_exec(plan: &mut ExecPlan) -> io::Result<libc::pid_t> {
         if n == 4 {
             // The child exited 127 right after telling us why; collect it now.
             libc::waitpid(pid, std::ptr::null_mut(), 0);
-            return Err(io::Error::from_raw_os_error(errno));
+            return Err(StartFailure::Exec(io::Error::from_raw_os_error(errno)));
         }
     }
     Ok(pid)
@@ -242,6 +322,42 @@ unsafe fn write_decimal(dst: *mut u8, mut n: u32) {
     unsafe { *dst.add(len) = 0 };
 }
 
+/// Whether `fd` is an open file descriptor.
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor's flags; a closed one gives EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// The soft limit on open fds.
+pub fn fd_limit() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur as u64
+    } else {
+        1024
+    }
+}
+
+/// Closes `fd`, which lastcall no longer needs and nothing of lastcall's owns.
+pub fn close_fd(fd: RawFd) -> nix::Result<()> {
+    // SAFETY: the caller passes an fd that no Rust object owns (one lastcall inherited).
+    Errno::result(unsafe { libc::close(fd) }).map(drop)
+}
+
+/// Gives up lastcall's controlling terminal (TIOCNOTTY on stdin), so that the child, in a new
+/// session, can make it its own: a terminal belongs to one session at a time. As the session
+/// leader lastcall makes the kernel send SIGHUP and SIGCONT to the terminal's foreground group,
+/// which is lastcall's alone at this point.
+pub fn release_terminal() -> io::Result<()> {
+    // SAFETY: TIOCNOTTY takes no argument.
+    if unsafe { libc::ioctl(libc::STDIN_FILENO, libc::TIOCNOTTY) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Asks the kernel to send lastcall `sig` when its parent dies (tini's -p). Real-time signals
 /// are allowed, which nix's wrapper cannot express.
 pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
@@ -253,16 +369,14 @@ pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
     }
 }
 
-/// waitpid(-1, WNOHANG), made directly (see `raw_syscall`): reaping runs it at least twice per
-/// SIGCHLD, and a burst of orphans is thousands of SIGCHLDs. The pid and raw status of a child
-/// that has exited, or None if every child is still running.
+/// waitpid(-1, WNOHANG): the pid and raw status of a child that has exited, or None if every
+/// child is still running.
 #[inline(always)]
 pub fn wait_any_exited() -> nix::Result<Option<(Pid, libc::c_int)>> {
     let mut status: libc::c_int = 0;
-    let any = -1isize as usize;
-    // SAFETY: wait4 writes the status into the int we own; no rusage (NULL).
-    let pid = unsafe { raw_syscall(libc::SYS_wait4, any, &mut status as *mut libc::c_int as usize, libc::WNOHANG as usize, 0) }?;
-    Ok((pid != 0).then(|| (Pid::from_raw(pid as libc::pid_t), status)))
+    // SAFETY: waitpid writes the status into the int we own.
+    let pid = Errno::result(unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) })?;
+    Ok((pid != 0).then(|| (Pid::from_raw(pid), status)))
 }
 
 /// Sleeps until one of the signals in `set` (all blocked) is pending and takes it off the pending
@@ -271,18 +385,32 @@ pub fn wait_any_exited() -> nix::Result<Option<(Pid, libc::c_int)>> {
 /// more memory that the sender's core writes and the woken core must fetch.
 #[inline(always)]
 pub fn wait_for_signal(set: &SigSet) -> nix::Result<(Sig, libc::pid_t)> {
-    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
-    let set: *const libc::sigset_t = set.as_ref();
     loop {
-        // SAFETY: rt_sigtimedwait reads the kernel's 8-byte signal mask from the start of the
-        // set we borrow, writes a whole siginfo_t into ours, and has no timeout (NULL).
-        match unsafe { raw_syscall(libc::SYS_rt_sigtimedwait, set as usize, info.as_mut_ptr() as usize, 0, 8) } {
-            // SAFETY: the kernel copied a complete siginfo_t; si_pid reads its sender field,
-            // which is 0 for signals no process sent, as in a signalfd record.
-            Ok(n) => return Ok((Sig(n as i32), unsafe { info.assume_init_ref().si_pid() })),
+        match sigtimedwait(set, None) {
             Err(Errno::EINTR) => continue,
+            Ok(Some(taken)) => return Ok(taken),
+            Ok(None) => return Err(Errno::EAGAIN),
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// sigtimedwait: a pending signal of `set`, waiting at most `timeout` (None: for ever). libc
+/// passes the set to the kernel whole, 32-34 included.
+#[inline(always)]
+fn sigtimedwait(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t)>> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
+    let timeout = timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: sigtimedwait reads the set we borrow and the timeout (or none), and writes a whole
+    // siginfo_t into ours.
+    match unsafe { libc::sigtimedwait(set.as_ref(), info.as_mut_ptr(), timeout) } {
+        -1 => match Errno::last() {
+            Errno::EAGAIN => Ok(None),
+            e => Err(e),
+        },
+        // SAFETY: the kernel copied a complete siginfo_t; si_pid reads its sender field, which
+        // is 0 for signals no process sent, as in a signalfd record.
+        n => Ok(Some((Sig(n), unsafe { info.assume_init_ref().si_pid() }))),
     }
 }
 
@@ -317,37 +445,32 @@ impl SignalBatch {
 }
 
 /// poll(2) on a set the caller keeps from one wake-up to the next (nix's `PollFd` borrows each
-/// fd, so a set of them cannot live beside the sockets in one struct), made directly as ppoll
-/// (see `raw_syscall`; aarch64 has no poll syscall). The kernel reads `fd` and `events` and
-/// writes `revents`, within the slice; an fd closed meanwhile only comes back as POLLNVAL.
+/// fd, so a set of them cannot live beside the sockets in one struct), as ppoll (aarch64 has no
+/// poll syscall; libc maps ppoll to whatever each target has). The kernel reads `fd` and
+/// `events` and writes `revents`, within the slice; an fd closed meanwhile only comes back as
+/// POLLNVAL.
 #[inline(always)]
 pub fn poll(fds: &mut [libc::pollfd], timeout: nix::poll::PollTimeout) -> nix::Result<usize> {
     // -1 (no timeout) to i32::MAX milliseconds, by construction.
     let millis = i64::from(timeout);
-    let mut ts = libc::timespec { tv_sec: (millis / 1000) as _, tv_nsec: ((millis % 1000) * 1_000_000) as _ };
-    let ts = if millis < 0 { 0 } else { &mut ts as *mut libc::timespec as usize };
-    // SAFETY: the pointer and length describe the caller's slice, and the timespec (which the
-    // kernel may update) is ours or NULL; no signal mask (NULL), so its size is not read.
-    unsafe { raw_syscall(libc::SYS_ppoll, fds.as_mut_ptr() as usize, fds.len(), ts, 0) }
+    let ts = libc::timespec { tv_sec: (millis / 1000) as _, tv_nsec: ((millis % 1000) * 1_000_000) as _ };
+    let ts: *const libc::timespec = if millis < 0 { std::ptr::null() } else { &ts };
+    // SAFETY: the pointer and length describe the caller's slice, and the timespec is ours or
+    // NULL; no signal mask (NULL).
+    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ts, std::ptr::null()) };
+    Errno::result(n).map(|n| n as usize)
 }
 
 /// Takes one of the signals in `set` (all blocked) off the pending set if there is one, without
-/// waiting: rt_sigtimedwait with a zero timeout, made directly like `wait_for_signal`, for the
-/// loop that learnt from poll() that the signalfd is readable. One syscall for the usual single
-/// signal, where a read() of the signalfd went through musl.
+/// waiting: sigtimedwait with a zero timeout, for the loop that learnt from poll() that the
+/// signalfd is readable. One syscall for the usual single signal.
 #[inline(always)]
 pub fn take_signal(set: &SigSet) -> nix::Result<Option<(Sig, libc::pid_t)>> {
-    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
-    let set: *const libc::sigset_t = set.as_ref();
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     loop {
-        // SAFETY: as in wait_for_signal, with a timeout the kernel only reads.
-        match unsafe { raw_syscall(libc::SYS_rt_sigtimedwait, set as usize, info.as_mut_ptr() as usize, &zero as *const libc::timespec as usize, 8) } {
-            // SAFETY: as in wait_for_signal.
-            Ok(n) => return Ok(Some((Sig(n as i32), unsafe { info.assume_init_ref().si_pid() }))),
-            Err(Errno::EAGAIN) => return Ok(None),
+        match sigtimedwait(set, Some(&zero)) {
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e),
+            taken => return taken,
         }
     }
 }
@@ -396,6 +519,45 @@ mod tests {
     }
 
     #[test]
+    fn signal_sets_hold_every_number_musl_leaves_out() {
+        let all: Vec<Sig> = (1..=64).map(Sig).collect();
+        let set = signal_set(all.iter().copied());
+        assert_eq!(signal_members(&set).collect::<Vec<_>>(), all);
+        for sig in [Sig(32), Sig(33), Sig(34), Sig(64)] {
+            assert_eq!(signal_members(&signal_set([sig])).collect::<Vec<_>>(), vec![sig]);
+        }
+        // What libc itself reads: the members it knows, at the bits it expects.
+        for n in [1, 15, 31, 35, 63, 64] {
+            // SAFETY: sigismember reads the set we borrow.
+            assert_eq!(unsafe { libc::sigismember(signal_set([Sig(n)]).as_ref(), n) }, 1, "{n}");
+            assert_eq!(unsafe { libc::sigismember(signal_set([Sig(n + 1)]).as_ref(), n) }, 0, "{n}");
+        }
+        assert_eq!(signal_members(&signal_set([Sig(0), Sig(-3), Sig(65_000)])).count(), 0);
+    }
+
+    #[test]
+    fn the_mask_is_set_and_read_back_whole() {
+        // This test's thread only; 33 is one that musl's own sigprocmask would hide.
+        let extra = signal_set([Sig(33), Sig(libc::SIGUSR1)]);
+        let before = set_signal_mask(libc::SIG_BLOCK, &extra).unwrap();
+        let during = set_signal_mask(libc::SIG_SETMASK, &before).unwrap();
+        let during: Vec<Sig> = signal_members(&during).collect();
+        assert!(during.contains(&Sig(33)) && during.contains(&Sig(libc::SIGUSR1)), "{during:?}");
+    }
+
+    #[test]
+    fn a_pending_signal_is_taken_without_waiting() {
+        let set = signal_set([Sig(libc::SIGWINCH)]);
+        let before = set_signal_mask(libc::SIG_BLOCK, &set).unwrap();
+        assert_eq!(take_signal(&set), Ok(None));
+        // To this very thread, where the signal is blocked.
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGWINCH).unwrap();
+        let taken = take_signal(&set).unwrap();
+        set_signal_mask(libc::SIG_SETMASK, &before).unwrap();
+        assert_eq!(taken, Some((Sig(libc::SIGWINCH), std::process::id() as libc::pid_t)));
+    }
+
+    #[test]
     fn pids_are_written_in_decimal_with_a_nul() {
         for (pid, text) in [(1u32, "1"), (4194304, "4194304"), (u32::MAX, "4294967295")] {
             let mut buf = [0xffu8; 12];
@@ -409,10 +571,10 @@ mod tests {
     #[test]
     fn the_listen_pid_slot_is_only_made_when_asked_for() {
         let env = || vec![CString::new("A=1").unwrap(), CString::new("LISTEN_PID=99").unwrap()];
-        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, true);
+        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, true, signal_set([]));
         assert_eq!(plan.listen_pid_slot, Some(1));
         assert_eq!(plan.envp[1].len(), LISTEN_PID_PREFIX.len() + 12);
-        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, false);
+        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, false, signal_set([]));
         assert_eq!(plan.listen_pid_slot, None);
         assert_eq!(plan.envp[1], b"LISTEN_PID=99\0");
     }
