@@ -326,7 +326,7 @@ impl Supervisor {
                 }
             }
             if self.poll_set.ready(PollSet::NOTIFY) {
-                if let Some(n) = &self.notify {
+                if let Some(n) = &mut self.notify {
                     n.relay();
                 }
             }
@@ -474,7 +474,7 @@ impl Supervisor {
         if let Some(file) = &mut self.ready_file {
             file.remove();
         }
-        if let Some(notify) = &self.notify {
+        if let Some(notify) = &mut self.notify {
             let mut message = String::from("STOPPING=1\n");
             if let Some(grace) = self.policy.grace {
                 // EXTEND_TIMEOUT_USEC only ever lengthens systemd's stop timeout, so asking for

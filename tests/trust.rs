@@ -147,3 +147,139 @@ fn planted_symlinks_do_not_redirect_the_ready_file() {
     let left: Vec<_> = fs::read_dir(&shared).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), planted.len() - 1, "{left:?}");
 }
+
+/// A cgroup (v2) of its own, below the test's, removed with whatever is still in it.
+struct Cgroup {
+    path: std::path::PathBuf,
+}
+
+impl Cgroup {
+    fn new(name: &str) -> Cgroup {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = mountinfo
+            .lines()
+            .find_map(|l| l.split_once(" - cgroup2 ").map(|(head, _)| head.split_whitespace().nth(4).unwrap().to_string()))
+            .expect("a cgroup2 mount");
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 path").trim_start_matches('/');
+        let path = Path::new(&mount).join(own).join(format!("lastcall-test-{}-{name}", std::process::id()));
+        fs::create_dir(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        Cgroup { path }
+    }
+
+    fn procs(&self) -> String {
+        self.path.join("cgroup.procs").display().to_string()
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let procs = fs::read_to_string(self.path.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|p| p.parse::<i32>().ok()).filter(|&p| p > 0) {
+            // SAFETY: kill takes plain integers.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let deadline = Instant::now() + 10 * SEC;
+        while fs::remove_dir(&self.path).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Point 1: the notify relay speaks only for the service's processes. An unrelated user
+/// (nobody, via setpriv) and an unrelated root process send READY=1, WATCHDOG=trigger and
+/// STATUS=; none of it reaches the service manager, while the app's own messages and those of
+/// a process in lastcall's cgroup do.
+#[test]
+fn the_notify_relay_relays_only_the_services_processes() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = scratch("notify-trust");
+    let socket_path = dir.join("systemd.sock");
+    let systemd = UnixDatagram::bind(&socket_path).unwrap();
+    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let fifo = dir.join("go");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let addr_file = dir.join("addr");
+    let cgroup = Cgroup::new("notify");
+    let app = format!(
+        "echo \"$NOTIFY_SOCKET\" > {addr}; systemd-notify --ready; read x < {fifo}; systemd-notify STATUS=legit; exec sleep 30",
+        addr = addr_file.display(),
+        fifo = fifo.display()
+    );
+    let script = format!("echo $$ > {} && exec {LASTCALL} -- sh -c '{app}'", cgroup.procs());
+    let mut lastcall = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdin(Stdio::null())
+        .stderr(fs::File::create(dir.join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let mut recv = || -> String {
+        let n = systemd.recv(&mut buf).expect("a notification from the relay");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert!(recv().contains("READY=1"));
+    let addr = fs::read_to_string(&addr_file).unwrap().trim().to_string();
+    let notify = |prefix: &[&str], message: &str| {
+        let status = Command::new(prefix[0])
+            .args(&prefix[1..])
+            .env("NOTIFY_SOCKET", &addr)
+            .arg("sh")
+            .arg("-c")
+            .arg(format!("systemd-notify {message}; true"))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"];
+    notify(&nobody, "READY=1 STATUS=evil-nobody WATCHDOG=trigger EXTEND_TIMEOUT_USEC=999999999999");
+    notify(&["env"], "READY=1 STATUS=evil-root WATCHDOG=trigger");
+    // Not lastcall's descendant, but a member of its cgroup: systemd's NotifyAccess=all.
+    notify(&["sh", "-c", &format!("echo $$ > {} && exec \"$@\"", cgroup.procs()), "-"], "STATUS=cgroup-member");
+    fs::write(&fifo, "go\n").unwrap();
+    let mut received = Vec::new();
+    while !received.iter().any(|m: &String| m.contains("STATUS=legit")) {
+        received.push(recv());
+    }
+    assert!(received.iter().all(|m| !m.contains("evil")), "{received:?}");
+    assert!(received[0].contains("STATUS=cgroup-member"), "{received:?}");
+    assert_eq!(received.len(), 2, "{received:?}");
+    // The socket is a path in a directory only root may enter, and it goes when lastcall does.
+    assert!(addr.starts_with('/'), "{addr}");
+    let socket_dir = Path::new(&addr).parent().unwrap().to_path_buf();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(fs::metadata(&socket_dir).unwrap().permissions().mode() & 0o777, 0o700);
+    kill(lastcall.id() as i32, libc::SIGTERM);
+    let code = wait_until(10 * SEC, "lastcall to exit", || lastcall.try_wait().unwrap());
+    assert_eq!(code.code(), Some(143));
+    assert!(!socket_dir.exists(), "{} left behind", socket_dir.display());
+    let stderr = fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(stderr.contains("dropped a notify message from a process outside the service"), "{stderr}");
+}
+
+/// Point 8: an app sending 20,000 notify messages with no service manager listening gives a
+/// handful of warnings, not 20,000 lines.
+#[test]
+fn undeliverable_notify_messages_give_a_handful_of_lines() {
+    let dir = scratch("notify-flood");
+    let nobody_listens = dir.join("nothing.sock");
+    let app = "import os, socket\n\
+               s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+               addr = os.environ['NOTIFY_SOCKET'].replace('@', '\\0', 1).encode()\n\
+               for i in range(20000):\n    s.sendto(b'STATUS=%d' % i, addr)\n";
+    let start = Instant::now();
+    let (code, _, stderr) = run_to_end(
+        Mode::Plain,
+        &["python3", "-c", app],
+        &[("NOTIFY_SOCKET", &nobody_listens.display().to_string())],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(!lines.is_empty() && lines.len() <= 5, "{} lines: {:?}", lines.len(), &lines[..lines.len().min(5)]);
+    assert!(lines.iter().all(|l| l.contains("cannot notify the service manager")), "{lines:?}");
+    assert!(stderr.contains("more like it not shown"), "{stderr}");
+    assert!(start.elapsed() < 60 * SEC);
+}
