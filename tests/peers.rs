@@ -786,3 +786,10 @@ fn tini_at_a_terminal() {
 fn dumb_init_single_child_at_a_terminal() {
     job_control_at_a_terminal(Peer::DumbInit, &["-c"]);
 }
+
+/// dumb-init's default at a terminal: it gives the terminal up (TIOCNOTTY) so that the child's
+/// new session can take it, and ignores the SIGHUP and SIGCONT that the hand-off raises.
+#[test]
+fn dumb_init_setsid_mode_at_a_terminal() {
+    job_control_at_a_terminal(Peer::DumbInit, &[]);
+}
