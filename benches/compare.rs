@@ -56,7 +56,7 @@ impl Init {
 }
 
 /// lastcall; lastcall with a health endpoint and with a notify socket, the README's recommended
-/// set-ups, whose loop waits in poll() rather than sigwaitinfo(); the peers that are installed;
+/// set-ups, whose sockets share the loop with the signals; the peers that are installed;
 /// and the builds or options named in LASTCALL_BENCH_EXTRA (`NAME=PATH[,ARG...];...`, e.g.
 /// `old=/tmp/lastcall-old,--`). Everything that is not a peer gets its own ratio to the best
 /// peer. `notify_socket` is where the notify variant's NOTIFY_SOCKET points.

@@ -1,4 +1,4 @@
-//! Signal numbers, names, the block set, the signalfd, and what each signal means to lastcall.
+//! Signal numbers, names, the block set, and what each signal means to lastcall.
 //!
 //! Signals are plain numbers (`Sig`) rather than nix's `Signal` enum because real-time signals,
 //! which lastcall forwards like any other, have no enum variant.
@@ -6,7 +6,6 @@
 use std::fmt;
 
 use nix::sys::signal::SigSet;
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// A signal number, valid or not; `name()` tells which.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -240,12 +239,6 @@ pub fn block_handled() -> nix::Result<SigSet> {
     Ok(crate::sys::inherited_mask().unwrap_or(replaced))
 }
 
-/// A close-on-exec signalfd for the handled set, for the times the event loop also waits on
-/// sockets or a deadline: it sleeps in poll() and reads only once poll says there is something
-/// to read. With nothing but signals to wait for it uses sigwaitinfo instead (`sys`).
-pub fn open_signalfd(handled: &SigSet) -> nix::Result<SignalFd> {
-    SignalFd::with_flags(handled, SfdFlags::SFD_CLOEXEC)
-}
 
 #[cfg(test)]
 mod tests {

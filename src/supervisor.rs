@@ -1,18 +1,14 @@
-//! The event loop: wait for signals (in sigwaitinfo, or on the signalfd in poll with the health
-//! and notify sockets and a timeout that ends at the next deadline), turn what happened into events, and carry out the actions
-//! `machine::step` returns. A signal outside the shutdown (HUP, USR1, WINCH, ...) is forwarded
+//! The event loop: wait for signals in sigtimedwait (with a timeout that ends at the next
+//! deadline; the health and notify sockets raise a signal when readable, so they need no poll), turn
+//! what happened into events, and carry out the actions `machine::step` returns. A signal outside the shutdown (HUP, USR1, WINCH, ...) is forwarded
 //! straight from the routing table instead: the machine would only echo it back. No threads and
 //! no periodic timer: with no deadline pending, lastcall sleeps until something arrives.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
-use nix::errno::Errno;
-use nix::poll::PollTimeout;
 use nix::sys::signal::SigSet;
-use nix::sys::signalfd::SignalFd;
 use nix::unistd::{getpid, Pid};
 
 use crate::cli::{Config, Subreaper};
@@ -39,7 +35,6 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     let inherited_fds = child::inherited_fds();
     let dispositions = sys::take_dispositions();
     let handled = signals::handled_set();
-    let signalfd = signals::open_signalfd(&handled).map_err(|e| Error::setup("cannot create a signalfd", e))?;
     let me = getpid();
     let pid1 = me.as_raw() == 1;
     if let Some(sig) = config.parent_death_signal {
@@ -133,7 +128,6 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         routes: Routes::new(job_control, &config.rewrite),
         policy,
         handled,
-        signalfd,
         me,
         pid1,
         child,
@@ -147,7 +141,6 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         notify,
         proc: ProcReader::new(),
         warned_blind: false,
-        poll_set: PollSet::new(),
         main_status: None,
     };
     let code = started.early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal(sig, sender));
@@ -194,10 +187,8 @@ fn pause(handled: &SigSet) -> i32 {
 struct Supervisor {
     routes: Routes,
     policy: Policy,
-    /// The blocked signals, waited for with sigwaitinfo when nothing else is.
+    /// The blocked signals, waited for with sigtimedwait: the loop's one wait.
     handled: SigSet,
-    /// The same signals as an fd, for poll when there are sockets or a deadline too.
-    signalfd: SignalFd,
     me: Pid,
     pid1: bool,
     /// The main child's pid, which is also its process group id.
@@ -212,7 +203,6 @@ struct Supervisor {
     ready_file: Option<ReadyFile>,
     health: Option<Health>,
     notify: Option<NotifyRelay>,
-    poll_set: PollSet,
     /// How the main child ended, once it is reaped: lastcall ends the same way.
     main_status: Option<Status>,
     proc: ProcReader,
@@ -220,69 +210,13 @@ struct Supervisor {
     warned_blind: bool,
 }
 
-/// The poll set, kept from one wake-up to the next so that a wake-up allocates nothing: the
-/// signalfd, the notify socket (or -1, which poll skips), then the health listener and its
-/// connections. It is rewritten only where the health connections changed.
-struct PollSet {
-    fds: Vec<libc::pollfd>,
-    /// Which health fds poll found readable, in `Health::fds()` order, for `Health::service`.
-    health_ready: Vec<bool>,
-}
-
-impl PollSet {
-    const SIGNALS: usize = 0;
-    const NOTIFY: usize = 1;
-    const HEALTH: usize = 2;
-
-    fn new() -> PollSet {
-        // The most it can hold: two, the listener and every connection; never grown after this.
-        let most = Self::HEALTH + 1 + health::MAX_CONNECTIONS;
-        PollSet { fds: Vec::with_capacity(most), health_ready: Vec::with_capacity(most) }
-    }
-
-    /// The signalfd and the notify socket: for good.
-    fn set_fixed(&mut self, signalfd: &SignalFd, notify: Option<&NotifyRelay>) {
-        let notify = notify.map_or(-1, |n| n.fd().as_raw_fd());
-        self.fds.clear();
-        self.fds.push(libc::pollfd { fd: signalfd.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 });
-        self.fds.push(libc::pollfd { fd: notify, events: libc::POLLIN, revents: 0 });
-    }
-
-    /// The health listener and connections as they are now (after `Health::service`).
-    fn set_health(&mut self, health: &Health) {
-        self.fds.truncate(Self::HEALTH);
-        for (fd, events) in health.fds() {
-            self.fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: events.bits(), revents: 0 });
-        }
-    }
-
-    fn ready(&self, i: usize) -> bool {
-        self.fds.get(i).is_some_and(|p| p.revents != 0)
-    }
-
-    /// Whether any health fd is readable; fills `health_ready` for `Health::service` (empty
-    /// when none is).
-    fn health_readable(&mut self) -> bool {
-        let health = self.fds.get(Self::HEALTH..).unwrap_or_default();
-        self.health_ready.clear();
-        if !health.iter().any(|p| p.revents != 0) {
-            return false;
-        }
-        self.health_ready.extend(health.iter().map(|p| p.revents != 0));
-        true
-    }
-}
-
 impl Supervisor {
     fn event_loop(&mut self) -> i32 {
-        self.poll_set.set_fixed(&self.signalfd, self.notify.as_ref());
-        if let Some(h) = &self.health {
-            self.poll_set.set_health(h);
-        }
-        let mut health_deadline = self.health.as_ref().and_then(Health::next_deadline);
+        let sockets = self.notify.is_some() || self.health.is_some();
+        let mut health_deadline = if sockets { self.watch_sockets(Instant::now()) } else { None };
         loop {
             // Nothing but signals to wait for: sleep in sigwaitinfo, one syscall a wake-up.
-            if self.state.deadline().is_none() && self.notify.is_none() && self.health.is_none() {
+            if !sockets && self.state.deadline().is_none() {
                 match sys::wait_for_signal(&self.handled) {
                     Ok((sig, sender)) => {
                         if let Some(code) = self.on_signal(sig, sender) {
@@ -295,7 +229,7 @@ impl Supervisor {
             }
             // The clock is read only when something has a deadline.
             let timeout = match earliest(self.state.deadline(), health_deadline) {
-                None => PollTimeout::NONE,
+                None => None,
                 Some(deadline) => {
                     let now = Instant::now();
                     if self.state.deadline().is_some_and(|d| now >= d) {
@@ -304,42 +238,70 @@ impl Supervisor {
                         }
                         continue;
                     }
-                    timeout_until(deadline, now)
+                    if health_deadline.is_some_and(|d| now >= d) {
+                        health_deadline = self.watch_sockets(now);
+                        continue;
+                    }
+                    Some(deadline - now)
                 }
             };
-            match sys::poll(&mut self.poll_set.fds, timeout) {
-                Ok(_) | Err(Errno::EINTR) => {}
-                Err(e) => warn!("poll failed: {e}"),
-            }
-
-            // Signals first: they are what the deadlines and the health status depend on. One
-            // per wake-up; if more are pending, poll returns at once.
-            if self.poll_set.ready(PollSet::SIGNALS) {
-                match sys::take_signal(&self.handled) {
-                    Ok(Some((sig, sender))) => {
-                        if let Some(code) = self.on_signal(sig, sender) {
-                            return code;
-                        }
+            // The one wait, for signals and sockets alike: the sockets raise a signal.
+            match sys::wait_for_signal_until(&self.handled, timeout) {
+                Ok(Some((_, _, true))) => health_deadline = self.watch_sockets(Instant::now()),
+                Ok(Some((sig, sender, false))) => {
+                    if let Some(code) = self.on_signal(sig, sender) {
+                        return code;
                     }
-                    Ok(None) => {}
-                    Err(e) => warn!("cannot take a pending signal: {e}"),
                 }
-            }
-            if self.poll_set.ready(PollSet::NOTIFY) {
-                if let Some(n) = &mut self.notify {
-                    n.relay();
-                }
-            }
-            if let Some(h) = &mut self.health {
-                // Nothing to do unless a socket is readable or a connection may have timed out.
-                // Only service() changes the connections, so only then is the set rewritten.
-                if self.poll_set.health_readable() || health_deadline.is_some() {
-                    h.service(&self.poll_set.health_ready, health::Status { ready: self.ready }, Instant::now());
-                    self.poll_set.set_health(h);
-                    health_deadline = h.next_deadline();
-                }
+                Ok(None) => {}
+                Err(e) => warn!("cannot wait for signals: {e}"),
             }
         }
+    }
+
+    /// Serves the sockets: relays what the notify socket holds, answers and times out health
+    /// connections, accepts new ones, and has the kernel signal lastcall for each new socket. What
+    /// reached a new socket before that raised nothing, so the sockets are served again then
+    /// (a few rounds at most: a connection flood must not keep signals waiting; anything left
+    /// is read at the connection's deadline). Returns the health endpoint's next deadline.
+    #[cold]
+    fn watch_sockets(&mut self, now: Instant) -> Option<Instant> {
+        // Every socket is tried (which one raised the signal does not matter), and each read
+        // stops at EAGAIN.
+        const EVERY: [bool; 1 + health::MAX_CONNECTIONS] = [true; 1 + health::MAX_CONNECTIONS];
+        for _round in 0..3 {
+            let mut new = false;
+            if let Some(n) = &mut self.notify {
+                n.relay();
+            }
+            if let Some(n) = &self.notify {
+                new |= self.signal_when_readable(n.fd());
+            }
+            let Some(h) = &mut self.health else {
+                if !new {
+                    return None;
+                }
+                continue;
+            };
+            h.service(&EVERY, health::Status { ready: self.ready }, now);
+            for (fd, _) in h.fds() {
+                match sys::signal_when_readable(fd, self.me) {
+                    Ok(added) => new |= added,
+                    Err(e) => debug!("health: cannot have the kernel signal a readable socket: {e}"),
+                }
+            }
+            if !new {
+                break;
+            }
+        }
+        self.health.as_ref().and_then(Health::next_deadline)
+    }
+
+    fn signal_when_readable(&self, fd: std::os::fd::BorrowedFd<'_>) -> bool {
+        sys::signal_when_readable(fd, self.me).unwrap_or_else(|e| {
+            warn!("cannot have the kernel signal a readable socket: {e}");
+            false
+        })
     }
 
     /// Acts on one signal; `Some(code)` when it is time to exit.
@@ -742,14 +704,6 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// The poll timeout that ends at or just after `deadline`: rounded up, so that lastcall never
-/// wakes early and spins through a zero timeout.
-fn timeout_until(deadline: Instant, now: Instant) -> PollTimeout {
-    let nanos = deadline.saturating_duration_since(now).as_nanos();
-    let millis = nanos.div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-    PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
-}
-
 fn format_elapsed(d: Duration) -> String {
     format!("+{}", format_elapsed_bare(d))
 }
@@ -761,43 +715,6 @@ fn format_elapsed_bare(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timeouts_round_up() {
-        let now = Instant::now();
-        let ms = |n: i32| PollTimeout::try_from(n).unwrap();
-        assert_eq!(timeout_until(now, now), ms(0));
-        assert_eq!(timeout_until(now + Duration::from_nanos(1), now), ms(1));
-        assert_eq!(timeout_until(now + Duration::from_micros(1500), now), ms(2));
-        assert_eq!(timeout_until(now + Duration::from_secs(2), now), ms(2000));
-        assert_eq!(timeout_until(now, now + Duration::from_secs(1)), ms(0));
-        assert_eq!(timeout_until(now + Duration::from_secs(100 * 86400), now), PollTimeout::MAX);
-    }
-
-    #[test]
-    fn the_poll_set_follows_the_health_connections_and_polls_without_a_timeout() {
-        let signalfd = SignalFd::new(&SigSet::empty()).unwrap();
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let health = Health::bind(addr).unwrap();
-        let mut set = PollSet::new();
-        let capacity = set.fds.capacity();
-        set.set_fixed(&signalfd, None);
-        let fds = |set: &PollSet| set.fds.iter().map(|p| p.fd).collect::<Vec<_>>();
-        assert_eq!(fds(&set), [signalfd.as_fd().as_raw_fd(), -1], "no notify socket: a slot poll skips");
-        set.set_health(&health);
-        let listener = health.fds().next().unwrap().0.as_raw_fd();
-        assert_eq!(fds(&set), [signalfd.as_fd().as_raw_fd(), -1, listener]);
-        // A client connects: the listener is readable, and poll with no timeout returns at once.
-        let _client = std::net::TcpStream::connect(addr).unwrap();
-        assert_eq!(sys::poll(&mut set.fds, PollTimeout::NONE), Ok(1));
-        assert!(set.health_readable());
-        assert_eq!(set.health_ready, [true]);
-        assert!(!set.ready(PollSet::SIGNALS) && !set.ready(PollSet::NOTIFY));
-        set.fds.truncate(PollSet::HEALTH);
-        set.set_health(&health);
-        assert_eq!(set.fds.len(), 3);
-        assert_eq!(set.fds.capacity(), capacity, "the set never reallocates");
-    }
 
     #[test]
     fn elapsed_format() {

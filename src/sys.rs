@@ -1,7 +1,7 @@
 //! The few calls that need `unsafe`: nix's safe wrappers take its `Signal` enum, which has no
 //! real-time signals, and have no sigwaitinfo; musl's signal-set functions leave out 32-34;
-//! fork-to-exec must run on memory prepared before the fork; and the signalfd is read in batches
-//! into an uninitialised buffer. Every call goes through libc's wrappers, whose types follow each
+//! fork-to-exec must run on memory prepared before the fork; and the sockets are set to raise
+//! SIGIO (fcntl). Every call goes through libc's wrappers, whose types follow each
 //! target's kernel ABI: no system call is made by hand and no kernel struct is laid out here.
 #![allow(unsafe_code)]
 
@@ -399,6 +399,12 @@ pub fn wait_for_signal(set: &SigSet) -> nix::Result<(Sig, libc::pid_t)> {
 /// passes the set to the kernel whole, 32-34 included.
 #[inline(always)]
 fn sigtimedwait(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t)>> {
+    sigtimedwait_info(set, timeout).map(|taken| taken.map(|(sig, sender, _)| (sig, sender)))
+}
+
+/// sigtimedwait, with the signal's si_code too.
+#[inline(always)]
+fn sigtimedwait_info(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t, libc::c_int)>> {
     let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
     let timeout = timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: sigtimedwait reads the set we borrow and the timeout (or none), and writes a whole
@@ -408,62 +414,38 @@ fn sigtimedwait(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<O
             Errno::EAGAIN => Ok(None),
             e => Err(e),
         },
-        // SAFETY: the kernel copied a complete siginfo_t; si_pid reads its sender field, which
-        // is 0 for signals no process sent, as in a signalfd record.
-        n => Ok(Some((Sig(n), unsafe { info.assume_init_ref().si_pid() }))),
-    }
-}
-
-/// Pending signals read in one syscall: nix reads one at a time, and on the signal path each
-/// syscall counts (as does clearing a buffer that the kernel is about to fill).
-pub struct SignalBatch {
-    buf: [MaybeUninit<libc::signalfd_siginfo>; 8],
-}
-
-impl SignalBatch {
-    pub fn new() -> SignalBatch {
-        SignalBatch { buf: [MaybeUninit::uninit(); 8] }
-    }
-
-    /// Reads what is pending, blocking until there is something if the fd blocks.
-    pub fn read(&mut self, fd: BorrowedFd<'_>) -> io::Result<&[libc::signalfd_siginfo]> {
-        loop {
-            // SAFETY: the kernel writes whole signalfd_siginfo records into the buffer, up to
-            // its size, and says how many bytes it wrote.
-            let n = unsafe { libc::read(fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), std::mem::size_of_val(&self.buf)) };
-            if n >= 0 {
-                let records = n as usize / std::mem::size_of::<libc::signalfd_siginfo>();
-                // SAFETY: the first `records` entries were just written by the kernel.
-                return Ok(unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast(), records) });
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
+        n => {
+            // SAFETY: the kernel copied a complete siginfo_t.
+            let info = unsafe { info.assume_init_ref() };
+            // SAFETY: si_pid reads its sender field, which is 0 for signals no process sent.
+            Ok(Some((Sig(n), unsafe { info.si_pid() }, info.si_code)))
         }
     }
 }
 
-/// poll(2) on a set the caller keeps from one wake-up to the next (nix's `PollFd` borrows each
-/// fd, so a set of them cannot live beside the sockets in one struct), as ppoll (aarch64 has no
-/// poll syscall; libc maps ppoll to whatever each target has). The kernel reads `fd` and
-/// `events` and writes `revents`, within the slice; an fd closed meanwhile only comes back as
-/// POLLNVAL.
+/// Like `wait_for_signal`, for the loop that also has deadlines and sockets: waits at most
+/// `timeout` (None: for as long as it takes) and returns None when it ran out. Also says
+/// whether the signal is the kernel's word that a socket of lastcall's is readable (the socket
+/// signal, or SIGIO when the kernel's queue of those overflowed, with a positive si_code, which
+/// no process can forge with kill or sigqueue) rather than one someone sent for the app.
 #[inline(always)]
-pub fn poll(fds: &mut [libc::pollfd], timeout: nix::poll::PollTimeout) -> nix::Result<usize> {
-    // -1 (no timeout) to i32::MAX milliseconds, by construction.
-    let millis = i64::from(timeout);
-    let ts = libc::timespec { tv_sec: (millis / 1000) as _, tv_nsec: ((millis % 1000) * 1_000_000) as _ };
-    let ts: *const libc::timespec = if millis < 0 { std::ptr::null() } else { &ts };
-    // SAFETY: the pointer and length describe the caller's slice, and the timespec is ours or
-    // NULL; no signal mask (NULL).
-    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ts, std::ptr::null()) };
-    Errno::result(n).map(|n| n as usize)
+pub fn wait_for_signal_until(set: &SigSet, timeout: Option<std::time::Duration>) -> nix::Result<Option<(Sig, libc::pid_t, bool)>> {
+    let ts = timeout.map(|t| libc::timespec { tv_sec: t.as_secs().min(i32::MAX as u64) as _, tv_nsec: t.subsec_nanos() as _ });
+    loop {
+        match sigtimedwait_info(set, ts.as_ref()) {
+            Err(Errno::EINTR) => continue,
+            Ok(Some((sig, sender, code))) => {
+                let from_a_socket = code > 0 && (sig == socket_signal() || sig.0 == libc::SIGIO);
+                return Ok(Some((sig, sender, from_a_socket)));
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Takes one of the signals in `set` (all blocked) off the pending set if there is one, without
-/// waiting: sigtimedwait with a zero timeout, for the loop that learnt from poll() that the
-/// signalfd is readable. One syscall for the usual single signal.
+/// waiting: sigtimedwait with a zero timeout.
 #[inline(always)]
 pub fn take_signal(set: &SigSet) -> nix::Result<Option<(Sig, libc::pid_t)>> {
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -474,6 +456,43 @@ pub fn take_signal(set: &SigSet) -> nix::Result<Option<(Sig, libc::pid_t)>> {
         }
     }
 }
+
+/// fcntl's F_SETSIG (linux/fcntl.h: 10 on x86, arm and their 64-bit kin), which the libc crate
+/// leaves out for musl.
+const F_SETSIG: libc::c_int = 10;
+
+/// The signal lastcall's sockets raise when readable: SIGRTMAX. A real-time signal, because those
+/// queue: a SIGIO the kernel left pending would swallow a SIGIO someone sent for the app (a
+/// standard signal pending twice is delivered once). One the app is sent still reaches it: it
+/// carries a si_code of its sender's.
+pub fn socket_signal() -> Sig {
+    Sig(libc::SIGRTMAX())
+}
+
+/// Asks the kernel to send lastcall (`owner`) the socket signal whenever `fd` becomes readable
+/// (O_ASYNC, F_SETOWN, F_SETSIG), unless that is already set. True if it was new: what arrived
+/// before then raised no signal and must be read now.
+pub fn signal_when_readable(fd: BorrowedFd<'_>, owner: Pid) -> io::Result<bool> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl with integer arguments on an fd the caller borrows; no memory is passed.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if flags & libc::O_ASYNC != 0 {
+            return Ok(false);
+        }
+        if libc::fcntl(fd, libc::F_SETOWN, owner.as_raw()) < 0
+            || libc::fcntl(fd, F_SETSIG, socket_signal().0) < 0
+            || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_ASYNC) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(true)
+}
+
 
 /// 64 bits from the kernel's CSPRNG, for names a local attacker must not predict.
 pub fn random_u64() -> io::Result<u64> {
@@ -546,15 +565,28 @@ mod tests {
     }
 
     #[test]
-    fn a_pending_signal_is_taken_without_waiting() {
-        let set = signal_set([Sig(libc::SIGWINCH)]);
+    fn a_pending_signal_is_taken_without_waiting_and_a_sigio_sent_is_not_the_kernels() {
+        let set = signal_set([Sig(libc::SIGWINCH), Sig(libc::SIGIO), socket_signal()]);
         let before = set_signal_mask(libc::SIG_BLOCK, &set).unwrap();
-        assert_eq!(take_signal(&set), Ok(None));
-        // To this very thread, where the signal is blocked.
+        let now = Some(std::time::Duration::ZERO);
+        assert_eq!(wait_for_signal_until(&set, now), Ok(None));
+        // To this very thread, where the signals are blocked.
         nix::sys::signal::raise(nix::sys::signal::Signal::SIGWINCH).unwrap();
-        let taken = take_signal(&set).unwrap();
+        let winch = wait_for_signal_until(&set, now).unwrap();
+        // A SIGIO a process sent (si_code SI_TKILL) is for the app, not a readable socket.
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGIO).unwrap();
+        let io = wait_for_signal_until(&set, now).unwrap();
+        // As is the socket signal that a process sent (to this thread, where it is blocked).
+        // SAFETY: gettid takes nothing.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t;
+        // SAFETY: tgkill takes plain integers.
+        unsafe { libc::syscall(libc::SYS_tgkill, std::process::id() as libc::pid_t, tid, socket_signal().0) };
+        let rt = wait_for_signal_until(&set, now).unwrap();
         set_signal_mask(libc::SIG_SETMASK, &before).unwrap();
-        assert_eq!(taken, Some((Sig(libc::SIGWINCH), std::process::id() as libc::pid_t)));
+        let me = std::process::id() as libc::pid_t;
+        assert_eq!(winch, Some((Sig(libc::SIGWINCH), me, false)));
+        assert_eq!(io, Some((Sig(libc::SIGIO), me, false)));
+        assert_eq!(rt, Some((socket_signal(), me, false)));
     }
 
     #[test]
