@@ -29,7 +29,7 @@ pub struct Launch<'a> {
 }
 
 pub struct Started {
-    /// The child's pid, which is also its process group id.
+    /// The child's pid, which is also its process group id (unless `Detach::Inherit`).
     pub pid: Pid,
     /// Signals that were pending for lastcall when it handed its terminal over and that
     /// another process sent: the event loop acts on them as if they had just arrived.

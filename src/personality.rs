@@ -12,7 +12,7 @@
 //! | spellings            | all of lastcall's     | -h -s -p -v -w -g -e -l, `--version` alone | -h -c -r -v -V and their long names |
 //! | getopt               | stop at a non-option  | GNU permutation             | stop at a non-option (`+`)     |
 //! | usage error exit     | 2                     | 1                           | 1                              |
-//! | child's session      | own group             | own group                   | own session (setsid)           |
+//! | child's session      | own group             | own group                   | own session (setsid); `-c`: dumb-init's group |
 //! | signals go to        | the group             | the child (`-g`: group)     | the group (`-c`: the child)    |
 //! | subreaper            | on                    | off (`-s`), warns if not PID 1 | off                         |
 //! | escalation to KILL   | after the grace       | never                       | never                          |
@@ -104,6 +104,9 @@ pub struct Personality {
     pub usage_exit: i32,
     pub setsid: bool,
     pub group: bool,
+    /// Without setsid, signalling the child alone, the child still gets a process group of its
+    /// own; dumb-init leaves it in its own group, where a terminal's Ctrl-C and Ctrl-Z reach both.
+    pub own_group_for_single_child: bool,
     pub subreaper: bool,
     /// tini's warning when it is neither PID 1 nor a subreaper: orphans will not come back to it.
     pub warn_without_subreaper: bool,
@@ -136,6 +139,7 @@ pub const LASTCALL: Personality = Personality {
     usage_exit: 2,
     setsid: false,
     group: true,
+    own_group_for_single_child: true,
     subreaper: true,
     warn_without_subreaper: false,
     escalates: true,
@@ -164,6 +168,7 @@ pub const TINI: Personality = Personality {
     usage_exit: 1,
     setsid: false,
     group: false,
+    own_group_for_single_child: true,
     subreaper: false,
     warn_without_subreaper: true,
     escalates: false,
@@ -192,6 +197,7 @@ pub const DUMB_INIT: Personality = Personality {
     usage_exit: 1,
     setsid: true,
     group: true,
+    own_group_for_single_child: false,
     subreaper: false,
     warn_without_subreaper: false,
     escalates: false,

@@ -89,7 +89,11 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     if let Some(relay) = &notify {
         env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
     }
-    let detach = if config.setsid { Detach::Session } else { Detach::Group };
+    let detach = match (config.setsid, config.single_child && !config.personality.own_group_for_single_child) {
+        (true, _) => Detach::Session,
+        (false, true) => Detach::Inherit,
+        (false, false) => Detach::Group,
+    };
     let launch = child::Launch { argv: &config.command, detach, env, mask: &mask, defaulted: &dispositions.defaulted };
     let started = match child::spawn(&launch) {
         Ok(started) => started,
@@ -191,7 +195,8 @@ struct Supervisor {
     handled: SigSet,
     me: Pid,
     pid1: bool,
-    /// The main child's pid, which is also its process group id.
+    /// The main child's pid, which is also its process group id (unless `Detach::Inherit`,
+    /// where only the child itself is ever signalled).
     child: Pid,
     single_child: bool,
     warn_reaping: bool,

@@ -177,6 +177,8 @@ pub enum Detach {
     Group,
     /// Its own session (setsid), dumb-init's default, taking the terminal as its controlling one.
     Session,
+    /// lastcall's own group: dumb-init's `-c`, where a terminal's Ctrl-C and Ctrl-Z reach both.
+    Inherit,
 }
 
 /// Everything the child needs, prepared before the fork so that the child allocates nothing.
@@ -256,6 +258,7 @@ pub fn fork_exec(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
                 Detach::Session => {
                     libc::setsid();
                 }
+                Detach::Inherit => {}
             }
             if take_terminal {
                 match detach {
@@ -264,6 +267,8 @@ pub fn fork_exec(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
                     Detach::Group => libc::tcsetpgrp(libc::STDIN_FILENO, me),
                     // A new session has no terminal: make stdin's its controlling one.
                     Detach::Session => libc::ioctl(libc::STDIN_FILENO, libc::TIOCSCTTY, 0),
+                    // Already in the foreground group, lastcall's.
+                    Detach::Inherit => 0,
                 };
             }
             if let Some(slot) = slot_ptr {

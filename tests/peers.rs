@@ -269,9 +269,18 @@ impl Run {
         status.lines().find_map(|l| l.strip_prefix("PPid:")?.trim().parse().ok()).unwrap_or(0)
     }
 
-    fn session_of(&self, pid: i32) -> i32 {
+    /// A field of /proc/PID/stat after the command name: 2 is the process group, 3 the session.
+    fn stat_field(&self, pid: i32, n: usize) -> i32 {
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(3)?.parse().ok()).unwrap_or(0)
+        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(n)?.parse().ok()).unwrap_or(0)
+    }
+
+    fn session_of(&self, pid: i32) -> i32 {
+        self.stat_field(pid, 3)
+    }
+
+    fn group_of(&self, pid: i32) -> i32 {
+        self.stat_field(pid, 2)
     }
 
     /// The init's stdout and stderr together: tini writes info to stdout, lastcall to stderr.
@@ -351,17 +360,19 @@ fn tini_signals_the_child_only_and_exits_with_it() {
     for args in [&["--"][..], &[]] {
         let outcome = scenario(Peer::Tini, args).roles(&["grp"]).same(|run| {
             run.pid("grp");
+            let main = run.pid("main");
+            let own_group = run.group_of(main) == main && run.session_of(main) != main;
             run.signal_init(HUP);
             run.wait_for("main", "SIGHUP", 1);
             run.settle("grp");
             run.signal_init(TERM);
-            vec![format!("warned: {}", run_output_after_exit(run).contains(WARNING))]
+            vec![format!("main has a group of its own: {own_group}"), format!("warned: {}", run_output_after_exit(run).contains(WARNING))]
         });
         assert_eq!(outcome.of("main"), ["SIGHUP", "SIGTERM"]);
         assert_eq!(outcome.of("grp"), ["mark", "mark"], "nothing reached the grandchild");
         assert_eq!(outcome.code, 143);
         assert_eq!(outcome.left, ["grp S"]);
-        assert_eq!(outcome.observed, ["warned: true"]);
+        assert_eq!(outcome.observed, ["main has a group of its own: true", "warned: true"]);
     }
 }
 
@@ -610,13 +621,14 @@ fn dumb_init_single_child_mode() {
             let main = run.pid("main");
             run.pid("grp");
             let leads = run.session_of(main) == main;
+            let own_group = run.group_of(main) == main;
             run.signal_init(HUP);
             run.wait_for("main", "SIGHUP", 1);
             run.settle("grp");
             run.signal_init(TERM);
-            vec![format!("main leads a session: {leads}")]
+            vec![format!("main leads a session: {leads}"), format!("main has a group of its own: {own_group}")]
         });
-        assert_eq!(outcome.observed, ["main leads a session: false"]);
+        assert_eq!(outcome.observed, ["main leads a session: false", "main has a group of its own: false"]);
         assert_eq!(outcome.of("main"), ["SIGHUP", "SIGTERM"]);
         assert_eq!(outcome.of("grp"), ["mark", "mark"]);
         assert_eq!(outcome.code, 143);
@@ -792,4 +804,29 @@ fn dumb_init_single_child_at_a_terminal() {
 #[test]
 fn dumb_init_setsid_mode_at_a_terminal() {
     job_control_at_a_terminal(Peer::DumbInit, &[]);
+}
+
+/// dumb-init `-c` at a terminal, with no shell in between: its child stays in its process group,
+/// so Ctrl-Z reaches both. The group is orphaned (its session leader's parent is elsewhere), so
+/// the kernel discards the child's TSTP; dumb-init forwards it (discarded again) and stops
+/// itself. Ctrl-C likewise reaches both, and the child dies of it.
+#[test]
+fn dumb_init_single_child_keeps_the_child_in_its_group_at_a_terminal() {
+    let job = fixture("peer_job.py");
+    let outcome = scenario(Peer::DumbInit, &["-c", "python3", &job]).command(&[]).pty(r#"[["RUNNING", "\u001a"]]"#).same(|run| {
+        let main = wait_until(LIMIT, "the job", || {
+            let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.init_pid)).ok()?;
+            kids.split_whitespace().next()?.parse::<i32>().ok()
+        });
+        let mut seen = vec![run.wait_state("init after Ctrl-Z", run.init_pid, 'T')];
+        seen.push(format!("job {}", run.state(main)));
+        seen.push(format!("job in the init's group: {}", run.group_of(main) == run.group_of(run.init_pid)));
+        run.signal_init(libc::SIGCONT);
+        seen.push(run.wait_state("init after CONT", run.init_pid, 'S'));
+        run.signal_init(libc::SIGINT);
+        run_output_after_exit(run);
+        seen
+    });
+    assert_eq!(outcome.observed, ["init after Ctrl-Z T", "job S", "job in the init's group: true", "init after CONT S"]);
+    assert_eq!(outcome.code, 130);
 }
