@@ -830,3 +830,51 @@ fn dumb_init_single_child_keeps_the_child_in_its_group_at_a_terminal() {
     assert_eq!(outcome.observed, ["init after Ctrl-Z T", "job S", "job in the init's group: true", "init after CONT S"]);
     assert_eq!(outcome.code, 130);
 }
+
+// ---------------------------------------------------------------------------------------------
+// lastcall's own variables under a peer's name: what an image gains with one ENV line.
+
+impl Scenario {
+    /// Runs under lastcall by the peer's name only: for what the peer cannot do.
+    fn ours_only(&self, drive: impl Fn(&mut Run) -> Vec<String>) -> Outcome {
+        let dir = scratch(&format!("peers-ours-{}", self.peer.name()));
+        let outcome = self.run(&self.peer.ours(&dir), &dir.join("ours"), &drive);
+        let _ = fs::remove_dir_all(&dir);
+        outcome
+    }
+}
+
+/// A dumb-init image with `ENV LASTCALL_PRE_STOP=1s`: TERM reaches the group a second later,
+/// everything else as dumb-init does it (the group, TERM again at the exit, the exit at once).
+#[test]
+fn lastcall_pre_stop_under_dumb_init_s_name() {
+    let outcome = scenario(Peer::DumbInit, &[]).roles(&["grp"]).env("LASTCALL_PRE_STOP", "1s").env("MAIN_SURVIVES", "1").ours_only(|run| {
+        let main = run.pid("main");
+        run.pid("grp");
+        let sent = Instant::now();
+        run.signal_init(TERM);
+        run.wait_for("main", "SIGTERM", 1);
+        let waited = sent.elapsed();
+        run.wait_for("grp", "SIGTERM", 1);
+        common::kill(main, USR2);
+        vec![format!("pre-stop kept: {}", waited >= Duration::from_millis(1000))]
+    });
+    assert_eq!(outcome.observed, ["pre-stop kept: true"]);
+    assert_eq!(outcome.of("main"), ["SIGTERM", "SIGUSR2"]);
+    assert_eq!(outcome.of("grp"), ["SIGTERM", "SIGTERM", "mark"]);
+    assert_eq!(outcome.code, 0);
+}
+
+/// A tini image with `ENV LASTCALL_GRACE=1s`: an app that ignores TERM is SIGKILLed after a
+/// second, where tini would wait for ever.
+#[test]
+fn lastcall_grace_under_tini_s_name() {
+    let outcome = scenario(Peer::Tini, &["--"]).env("LASTCALL_GRACE", "1s").env("MAIN_SURVIVES", "1").ours_only(|run| {
+        run.pid("main");
+        run.signal_init(TERM);
+        run.wait_for("main", "SIGTERM", 1);
+        vec![]
+    });
+    assert_eq!(outcome.of("main"), ["SIGTERM"]);
+    assert_eq!(outcome.code, 137);
+}
