@@ -112,6 +112,9 @@ pub struct Personality {
     pub warn_without_subreaper: bool,
     /// SIGKILL after the grace (lastcall's 8 s) by default; a peer waits for as long as it takes.
     pub escalates: bool,
+    /// The app always finds LASTCALL_PRE_STOP_MS and LASTCALL_GRACE_MS in its environment; a
+    /// peer's app only when one of the two was set.
+    pub deadlines_in_env: bool,
     pub on_main_exit: OnMainExit,
     pub job_control: JobControl,
     /// Exit codes for an errno that stopped exec, and for any other.
@@ -143,6 +146,7 @@ pub const LASTCALL: Personality = Personality {
     subreaper: true,
     warn_without_subreaper: false,
     escalates: true,
+    deadlines_in_env: true,
     on_main_exit: OnMainExit::StopTheRest,
     job_control: JobControl::Tini,
     exec_codes: &[(libc::ENOENT, 127), (libc::ENOTDIR, 127)],
@@ -172,6 +176,7 @@ pub const TINI: Personality = Personality {
     subreaper: false,
     warn_without_subreaper: true,
     escalates: false,
+    deadlines_in_env: false,
     on_main_exit: OnMainExit::Exit,
     job_control: JobControl::Tini,
     exec_codes: &[(libc::ENOENT, 127), (libc::EACCES, 126)],
@@ -201,6 +206,7 @@ pub const DUMB_INIT: Personality = Personality {
     subreaper: false,
     warn_without_subreaper: false,
     escalates: false,
+    deadlines_in_env: false,
     on_main_exit: OnMainExit::ForwardTermAndExit,
     job_control: JobControl::DumbInit,
     exec_codes: &[],

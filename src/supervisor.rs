@@ -82,10 +82,12 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     };
 
     let millis = |d: Duration| OsString::from(d.as_millis().to_string());
-    let mut env = vec![
-        ("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)),
-        ("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())),
-    ];
+    let mut env = vec![];
+    // Under a peer's name the app's environment stays the peer's, unless a deadline was set.
+    if config.personality.deadlines_in_env || !config.pre_stop.is_zero() || config.grace.is_some() {
+        env.push(("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)));
+        env.push(("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())));
+    }
     if let Some(relay) = &notify {
         env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
     }

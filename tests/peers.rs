@@ -878,3 +878,19 @@ fn lastcall_grace_under_tini_s_name() {
     assert_eq!(outcome.of("main"), ["SIGTERM"]);
     assert_eq!(outcome.code, 137);
 }
+
+/// The app's environment is what the init was given: nothing of lastcall's is added under a
+/// peer's name (its deadlines appear only once LASTCALL_PRE_STOP or LASTCALL_GRACE is set).
+#[test]
+fn the_apps_environment_is_the_peers() {
+    let check = r#"env | grep -v '^MAIN_' | sort > "$0"; test -z "$(grep ^LASTCALL_ "$0")""#;
+    for peer in [Peer::Tini, Peer::DumbInit] {
+        let dir = scratch("peers-env");
+        let file = dir.join("env").to_string_lossy().into_owned();
+        let outcome = scenario(peer, &["--"]).command(&["sh", "-c", check, &file]).same(|_| vec![]);
+        assert_eq!(outcome.code, 0, "{peer:?}: {}", fs::read_to_string(&file).unwrap_or_default());
+        let outcome = scenario(peer, &["--"]).env("LASTCALL_GRACE", "2s").command(&["sh", "-c", check, &file]).ours_only(|_| vec![]);
+        assert_eq!(outcome.code, 1, "{peer:?}: the deadlines are announced once set");
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
