@@ -32,7 +32,9 @@ const KILL_WAIT: Duration = Duration::from_secs(3);
 /// lastcall was started with, which the app gets.
 pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     // Before lastcall opens any fd of its own.
-    let inherited_fds = child::inherited_fds();
+    let mut inherited_fds = child::inherited_fds();
+    // The log's own non-blocking stderr, opened before this list was made, is lastcall's.
+    inherited_fds.retain(|&fd| Some(fd) != crate::logging::own_fd());
     let dispositions = sys::take_dispositions();
     let handled = signals::handled_set();
     let me = getpid();
