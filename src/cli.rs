@@ -402,10 +402,18 @@ fn split_command_line(
                 Some((n, v)) => (n, Some(v.to_string())),
                 None => (long, None),
             };
-            let opt = options
-                .iter()
-                .find(|o| o.long == name && personality.has_long(name))
-                .ok_or_else(|| Error::Usage(format!("unknown option '--{name}'")))?;
+            let spelled = |o: &&&Opt| personality.has_long(o.long);
+            let exact = options.iter().filter(spelled).find(|o| o.long == name);
+            // getopt_long takes an unambiguous prefix: `--single` for `--single-child`.
+            let prefixed = || {
+                let mut matches = options.iter().filter(spelled).filter(|o| !name.is_empty() && o.long.starts_with(name));
+                match (matches.next(), matches.next()) {
+                    (Some(o), None) if personality.long_prefixes => Some(o),
+                    _ => None,
+                }
+            };
+            let opt = exact.or_else(prefixed).ok_or_else(|| Error::Usage(format!("unknown option '--{name}'")))?;
+            let name = opt.long;
             let value = match (opt.value, inline) {
                 (None, None) => None,
                 (None, Some(_)) => return Err(Error::Usage(format!("option '--{name}' takes no value"))),
@@ -1271,6 +1279,12 @@ mod tests {
         for bad in [&["-s", "app"][..], &["-g", "app"], &["--grace", "1s", "app"], &[]] {
             assert!(matches!(run_as("dumb-init", bad, &[]), Err(Error::Usage(_))), "{bad:?}");
         }
+        // getopt_long's unambiguous prefixes.
+        let c = dumb(&["--single", "--rew=15:3", "--verb", "app"], &[]);
+        assert_eq!((c.single_child, c.log_level), (true, LevelFilter::Debug));
+        assert_eq!(c.rewrite, vec![(Sig::TERM, Sig::QUIT)]);
+        assert!(matches!(run_as("dumb-init", &["--ver", "app"], &[]), Err(Error::Usage(_))), "ambiguous");
+        assert!(matches!(run_as("lastcall", &["--single", "app"], &[]), Err(Error::Usage(_))), "exact names only");
         assert!(matches!(run_as("dumb-init", &["-V"], &[]), Ok(Parsed::Print(t)) if t.starts_with("lastcall ")));
         assert!(matches!(run_as("dumb-init", &["--version", "app"], &[]), Ok(Parsed::Print(_))));
     }

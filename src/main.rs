@@ -19,12 +19,16 @@ fn main() {
         Ok(Parsed::Probe(config)) => Ending::Code(probe::probe(&config)),
         Ok(Parsed::Run(config)) => {
             logging::init(config.log_level);
+            let personality = config.personality;
             let result = inherited_mask
                 .map_err(|e| error::Error::setup("cannot block signals", e))
                 .and_then(|mask| supervisor::run(config, mask));
             result.unwrap_or_else(|e| {
                 log::error!("{e}");
-                Ending::Code(e.exit_code())
+                Ending::Code(match e {
+                    error::Error::Setup { .. } => personality.setup_exit,
+                    e => e.exit_code(),
+                })
             })
         }
         Err(e) => {

@@ -12,6 +12,7 @@
 //! | spellings            | all of lastcall's     | -h -s -p -v -w -g -e -l, `--version` alone | -h -c -r -v -V and their long names |
 //! | getopt               | stop at a non-option  | GNU permutation             | stop at a non-option (`+`)     |
 //! | usage error exit     | 2                     | 1                           | 1                              |
+//! | own failure exit     | 125                   | 1                           | 1                              |
 //! | child's session      | own group             | own group                   | own session (setsid); `-c`: dumb-init's group |
 //! | signals go to        | the group             | the child (`-g`: group)     | the group (`-c`: the child)    |
 //! | subreaper            | on                    | off (`-s`), warns if not PID 1 | off                         |
@@ -97,11 +98,16 @@ pub struct Personality {
     pub names: &'static [&'static str],
     pub spellings: Option<Spellings>,
     pub getopt: Getopt,
+    /// getopt_long's unambiguous prefixes of long options (`--single` for `--single-child`).
+    pub long_prefixes: bool,
     /// tini's `--version` counts only as the one and only argument.
     pub version_only_alone: bool,
     /// `lastcall probe ...` and `--pause` (`-P`) exist.
     pub subcommands: bool,
     pub usage_exit: i32,
+    /// The exit code when lastcall's own set-up fails (a subreaper that was asked for, fork):
+    /// the peers return 1 for their own failures.
+    pub setup_exit: i32,
     pub setsid: bool,
     pub group: bool,
     /// Without setsid, signalling the child alone, the child still gets a process group of its
@@ -137,9 +143,11 @@ pub const LASTCALL: Personality = Personality {
     names: &[],
     spellings: None,
     getopt: Getopt::StopAtCommand,
+    long_prefixes: false,
     version_only_alone: false,
     subcommands: true,
     usage_exit: 2,
+    setup_exit: crate::error::SETUP,
     setsid: false,
     group: true,
     own_group_for_single_child: true,
@@ -167,9 +175,11 @@ pub const TINI: Personality = Personality {
     names: &["tini", "tini-static"],
     spellings: Some(Spellings { shorts: "hspvwgel", longs: &[] }),
     getopt: Getopt::Permute,
+    long_prefixes: false,
     version_only_alone: true,
     subcommands: false,
     usage_exit: 1,
+    setup_exit: 1,
     setsid: false,
     group: false,
     own_group_for_single_child: true,
@@ -197,9 +207,11 @@ pub const DUMB_INIT: Personality = Personality {
     names: &["dumb-init"],
     spellings: Some(Spellings { shorts: "hcrvV", longs: &["help", "single-child", "rewrite", "verbose", "version"] }),
     getopt: Getopt::StopAtCommand,
+    long_prefixes: true,
     version_only_alone: false,
     subcommands: false,
     usage_exit: 1,
+    setup_exit: 1,
     setsid: true,
     group: true,
     own_group_for_single_child: false,

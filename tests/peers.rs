@@ -723,6 +723,11 @@ fn dumb_init_exit_codes() {
         let outcome = scenario(Peer::DumbInit, bad).command(&[]).same(|_| vec![]);
         assert_eq!(outcome.code, 1, "{bad:?}");
     }
+    // getopt_long: an unambiguous prefix is the option; an ambiguous one is an error.
+    for (args, code) in [(&["--ver", "true"][..], 1), (&["--single", "--rew=15:3", "--verb", "true"], 0), (&["--vers"], 0)] {
+        let outcome = scenario(Peer::DumbInit, args).command(&[]).same(|_| vec![]);
+        assert_eq!(outcome.code, code, "{args:?}");
+    }
     for fine in [&["-V"][..], &["--version", "anything"], &["-h"]] {
         let outcome = scenario(Peer::DumbInit, fine).command(&[]).same(|_| vec![]);
         assert_eq!(outcome.code, 0, "{fine:?}");
