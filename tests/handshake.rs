@@ -346,7 +346,7 @@ fn tini_subreaper_0_means_no_subreaper() {
         let mut spec = Spec::new(Mode::Plain, &dir, &[]).env("TINI_SUBREAPER", value);
         spec.args.push("--".into());
         spec.args.extend(py("daemon", &out, &[]));
-        let run = spec.start();
+        let mut run = spec.start();
         let daemon: i32 = wait_line(&out, "daemon ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
         // "child ready" comes after the main child has reaped the daemon's parent, so the
         // daemon has been re-parented by then.
@@ -356,7 +356,9 @@ fn tini_subreaper_0_means_no_subreaper() {
         assert_eq!(ppid == run.pid, adopted, "TINI_SUBREAPER={value}: daemon's parent {ppid}, lastcall {}", run.pid);
         // SAFETY: kill takes plain integers; the daemon is not lastcall's when not adopted.
         unsafe { libc::kill(daemon, libc::SIGKILL) };
-        run.signal(libc::SIGKILL);
+        // A TERM, not a SIGKILL to lastcall, which would leave the main child running.
+        run.signal(libc::SIGTERM);
+        assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
     }
 }
 
