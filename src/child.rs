@@ -1,7 +1,8 @@
 //! Starting the main child: its own process group (or session), the signal mask and
-//! dispositions lastcall was started with, the terminal's foreground if lastcall has it, and
-//! only the file descriptors lastcall was given (everything lastcall opens itself is
-//! close-on-exec), which lastcall then closes for itself.
+//! dispositions lastcall was started with (`sys::take_dispositions` says where they differ),
+//! the terminal's foreground if lastcall has it, and only the file descriptors lastcall was
+//! given (everything lastcall opens itself is close-on-exec), which lastcall then closes for
+//! itself.
 
 use std::ffi::{CString, OsString};
 use std::io::{self, IsTerminal};
@@ -9,11 +10,10 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 
 use log::debug;
-use nix::spawn::{posix_spawnp, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
 use nix::sys::signal::SigSet;
 use nix::unistd::{getpgrp, getpid, getsid, tcgetpgrp, Pid};
 
-use crate::error::Error;
+use crate::error::{Error, OneLine};
 use crate::signals::Sig;
 use crate::sys::{self, Detach, ExecPlan, StartFailure};
 
@@ -24,8 +24,6 @@ pub struct Launch<'a> {
     pub env: Vec<(String, OsString)>,
     /// The signal mask lastcall was started with.
     pub mask: &'a SigSet,
-    /// Signals lastcall set to SIG_DFL for itself, which the child gets as SIG_DFL.
-    pub defaulted: &'a SigSet,
 }
 
 pub struct Started {
@@ -46,48 +44,23 @@ pub fn spawn(launch: &Launch) -> Result<Started, Error> {
     let listen_pid_is_ours = std::env::var("LISTEN_PID").is_ok_and(|p| p == getpid().to_string());
     let mut early_signals = Vec::new();
 
-    let pid = if launch.detach == Detach::Group && !take_terminal && !listen_pid_is_ours {
-        let spawned = spawn_cheap(&argv, &env, launch);
-        // musl's posix_spawn puts back lastcall's mask as its own sigprocmask reports it, that
-        // is without 32-34: block them again.
-        let _ = crate::signals::block_handled();
-        spawned.map_err(|errno| start_error(program, StartFailure::Exec(errno.into())))?
-    } else {
-        if launch.detach == Detach::Session && take_terminal {
-            early_signals = hand_over_terminal();
-        }
-        let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, listen_pid_is_ours, *launch.mask);
-        Pid::from_raw(sys::fork_exec(&mut plan).map_err(|failure| start_error(program, failure))?)
-    };
+    if launch.detach == Detach::Session && take_terminal {
+        early_signals = hand_over_terminal();
+    }
+    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, listen_pid_is_ours, *launch.mask);
+    let pid = Pid::from_raw(sys::spawn(&mut plan).map_err(|failure| start_error(program, failure))?);
     Ok(Started { pid, early_signals })
 }
 
-/// Only exec's own failure of the command is the command's (126/127). lastcall's fork or pipe
-/// failing, for lack of pids, fds or memory, is lastcall's (125). posix_spawn reports both the
-/// same way, so its errno decides: exec would fail with these too only for the same lack.
+/// Only exec's own failure of the command is the command's (126/127). lastcall failing to start
+/// a process at all, for lack of pids or memory, is lastcall's (125).
 fn start_error(program: &OsString, failure: StartFailure) -> Error {
-    let setup = |what: &str, source| Error::Setup { what: format!("{what} '{}'", program.to_string_lossy()), source };
     match failure {
-        StartFailure::Setup(what, source) => Error::Setup { what: what.into(), source },
-        StartFailure::Exec(source) => match source.raw_os_error() {
-            Some(libc::EAGAIN | libc::EMFILE | libc::ENFILE | libc::ENOMEM) => setup("cannot start", source),
-            _ => Error::Exec { command: program.clone(), source },
-        },
+        StartFailure::Setup(what, source) => {
+            Error::Setup { what: format!("{what} '{}'", OneLine(&program.to_string_lossy())), source }
+        }
+        StartFailure::Exec(source) => Error::Exec { command: program.clone(), source },
     }
-}
-
-/// posix_spawn (a vfork in musl): the cheapest start there is. The attributes give the child
-/// its own group, lastcall's inherited mask, and SIG_DFL where lastcall changed a disposition
-/// for itself. musl reports exec failures back through the call's return value.
-fn spawn_cheap(argv: &[CString], env: &[CString], launch: &Launch) -> nix::Result<Pid> {
-    let mut attr = PosixSpawnAttr::init()?;
-    attr.set_pgroup(Pid::from_raw(0))?;
-    attr.set_sigmask(launch.mask)?;
-    attr.set_sigdefault(launch.defaulted)?;
-    attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
-    )?;
-    posix_spawnp(&argv[0], &PosixSpawnFileActions::init()?, &attr, argv, env)
 }
 
 /// dumb-init's hand-over: a terminal belongs to one session, so when lastcall leads the session
@@ -172,13 +145,11 @@ mod tests {
     fn lastcalls_own_failures_are_not_the_commands() {
         let program = OsString::from("app");
         let exec = |errno| start_error(&program, StartFailure::Exec(io::Error::from_raw_os_error(errno))).exit_code();
-        for errno in [libc::EAGAIN, libc::EMFILE, libc::ENFILE, libc::ENOMEM] {
-            assert_eq!(exec(errno), 125, "{errno}");
-        }
         assert_eq!(exec(libc::ENOENT), 127);
         assert_eq!(exec(libc::EACCES), 126);
-        let fork = start_error(&program, StartFailure::Setup("cannot fork", io::Error::from(Errno::EAGAIN)));
-        assert_eq!(fork.exit_code(), 125);
+        let clone = start_error(&program, StartFailure::Setup("cannot start", io::Error::from(Errno::EAGAIN)));
+        assert_eq!(clone.exit_code(), 125);
+        assert_eq!(clone.to_string(), "cannot start 'app': Resource temporarily unavailable");
     }
 
     #[test]

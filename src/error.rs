@@ -7,7 +7,7 @@
 //! | signal N  | not PID 1: lastcall ends by the signal that ended the app (`exit_like`) |
 //! | 126       | the command was found but could not be executed (permissions, not a program) |
 //! | 127       | the command was not found                                        |
-//! | 125       | lastcall itself failed (signalfd, its fork or pipe, no fds or pids left) |
+//! | 125       | lastcall itself failed (set-up, starting a process: no pids or memory) |
 //! | 2         | usage error: bad option, bad value, no command                   |
 
 use std::ffi::OsString;

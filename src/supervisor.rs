@@ -35,7 +35,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     let mut inherited_fds = child::inherited_fds();
     // The log's own non-blocking stderr, opened before this list was made, is lastcall's.
     inherited_fds.retain(|&fd| Some(fd) != crate::logging::own_fd());
-    let dispositions = sys::take_dispositions();
+    sys::take_dispositions();
     let handled = signals::handled_set();
     let me = getpid();
     let pid1 = me.as_raw() == 1;
@@ -98,7 +98,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         (false, true) => Detach::Inherit,
         (false, false) => Detach::Group,
     };
-    let launch = child::Launch { argv: &config.command, detach, env, mask: &mask, defaulted: &dispositions.defaulted };
+    let launch = child::Launch { argv: &config.command, detach, env, mask: &mask };
     let started = match child::spawn(&launch) {
         Ok(started) => started,
         Err(e @ Error::Exec { .. }) => return Ok(Ending::Code(exec_failed(&config, e))),

@@ -1,8 +1,8 @@
 //! The few calls that need `unsafe`: nix's safe wrappers take its `Signal` enum, which has no
 //! real-time signals, and have no sigwaitinfo; musl's signal-set functions leave out 32-34;
-//! fork-to-exec must run on memory prepared before the fork; and the sockets are set to raise
-//! SIGIO (fcntl). Every call goes through libc's wrappers, whose types follow each
-//! target's kernel ABI: no system call is made by hand and no kernel struct is laid out here.
+//! the child runs in lastcall's memory until exec; and the sockets are set to raise a signal
+//! (fcntl). Every call goes through libc's wrappers, whose types follow each target's kernel
+//! ABI: no system call is made by hand and no kernel struct is laid out here.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -62,7 +62,7 @@ pub fn signal_members(set: &SigSet) -> impl Iterator<Item = Sig> + '_ {
 /// replaced, whole. The system call is made through libc's `syscall()` because musl's
 /// `sigprocmask` clears 32-34 from the old mask it reports, and the app must get back exactly
 /// what lastcall was given. The kernel's set is SIGRTMAX+1 bits (8 bytes; 16 on MIPS).
-/// Async-signal-safe, so the forked child uses it too.
+/// Async-signal-safe, so the child uses it too before exec.
 pub fn set_signal_mask(how: libc::c_int, set: &SigSet) -> nix::Result<SigSet> {
     // SAFETY: sigset_t is plain integers; all zero is the empty set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -74,18 +74,18 @@ pub fn set_signal_mask(how: libc::c_int, set: &SigSet) -> nix::Result<SigSet> {
     Errno::result(rc).map(|_| unsafe { SigSet::from_sigset_t_unchecked(old) })
 }
 
-/// What lastcall changed of the dispositions it was started with, so that the app can be given
-/// them back: see `take_dispositions`.
-pub struct Dispositions {
-    /// Signals that lastcall set to SIG_DFL for itself and that the app must get as SIG_DFL.
-    pub defaulted: SigSet,
-}
-
-/// What lastcall was started with, read before Rust's runtime and musl change it for
-/// themselves: std ignores SIGPIPE before `main` (on every Unix), and musl unblocks 33 and 34
-/// when the runtime installs its first handler. An `.init_array` function runs before both, in
-/// a static musl binary as in a glibc one.
+/// What lastcall was started with, read before Rust's runtime changes it: std ignores SIGPIPE
+/// before `main` (on every Unix). An `.init_array` function runs before the runtime, in a static
+/// musl binary as in a glibc one.
 static PIPE_WAS_IGNORED: AtomicBool = AtomicBool::new(false);
+/// Whether the hook set SIGSEGV and SIGBUS to SIG_IGN (they were SIG_DFL), which
+/// `take_dispositions` undoes. The runtime puts its stack-overflow handler only on a SIG_DFL
+/// signal, and musl unblocks 33 and 34 when the first handler of a process is installed: with
+/// no handler ever installed, they stay blocked from lastcall's first block on, and a `kill -33`
+/// during start-up cannot end lastcall. A fault of lastcall's own still kills it: the kernel
+/// puts back the default action of an ignored or blocked signal it raises for a fault. (Any
+/// binary that links this library, the fuzz targets too, starts the same way.)
+static FAULTS_IGNORED: AtomicBool = AtomicBool::new(false);
 /// The inherited mask, bit n-1 for signal n, once recorded.
 static INHERITED_MASK: AtomicU64 = AtomicU64::new(0);
 static MASK_RECORDED: AtomicBool = AtomicBool::new(false);
@@ -96,6 +96,11 @@ static RECORD_INHERITED: extern "C" fn() = record_inherited;
 
 extern "C" fn record_inherited() {
     PIPE_WAS_IGNORED.store(disposition(libc::SIGPIPE) == Some(libc::SIG_IGN), Ordering::Relaxed);
+    let faults = [libc::SIGSEGV, libc::SIGBUS];
+    if faults.iter().all(|&sig| disposition(sig) == Some(libc::SIG_DFL)) {
+        faults.iter().for_each(|&sig| set_disposition(sig, libc::SIG_IGN));
+        FAULTS_IGNORED.store(true, Ordering::Relaxed);
+    }
     // Blocking nothing more reads the mask.
     if let Ok(mask) = set_signal_mask(libc::SIG_BLOCK, &signal_set([])) {
         let bits = signal_members(&mask).fold(0u64, |bits, sig| bits | 1 << (sig.0 - 1));
@@ -125,26 +130,26 @@ fn set_disposition(sig: libc::c_int, handler: libc::sighandler_t) {
     unsafe { libc::signal(sig, handler) };
 }
 
-/// Puts lastcall's dispositions back to what it was started with, except where it must differ,
-/// and says which it changed. Signals are all blocked, so none is delivered while this runs, and
-/// a blocked signal is queued for the event loop even when ignored, so lastcall needs no
+/// Puts lastcall's dispositions back to what it was started with, except where it must differ.
+/// The child starts with lastcall's dispositions (exec resets only handlers), so this is also
+/// what the app gets. Signals are all blocked, so none is delivered while this runs, and a
+/// blocked signal is queued for the event loop even when ignored, so lastcall needs no
 /// disposition of its own to receive one. The exceptions:
 /// - SIGCHLD ignored (SIG_IGN) would make the kernel reap lastcall's children before it can read
-///   their status: it becomes SIG_DFL, and the app gets SIG_DFL too.
-/// - SIGPIPE goes back to what it was before Rust's runtime ignored it.
-///
-/// The fault signals keep the handlers Rust's runtime put on SIGSEGV and SIGBUS (its stack
-/// overflow report); exec resets handlers, so the app gets their defaults, as lastcall did.
-pub fn take_dispositions() -> Dispositions {
-    let mut defaulted = Vec::new();
+///   their status: it becomes SIG_DFL, for the app too.
+/// - SIGPIPE goes back to what it was before Rust's runtime ignored it, and SIGSEGV and SIGBUS
+///   to SIG_DFL from the SIG_IGN the start-up hook gave them (`FAULTS_IGNORED`).
+pub fn take_dispositions() {
+    if FAULTS_IGNORED.load(Ordering::Relaxed) {
+        set_disposition(libc::SIGSEGV, libc::SIG_DFL);
+        set_disposition(libc::SIGBUS, libc::SIG_DFL);
+    }
     if disposition(libc::SIGCHLD) == Some(libc::SIG_IGN) {
         set_disposition(libc::SIGCHLD, libc::SIG_DFL);
-        defaulted.push(Sig::CHLD);
     }
     if !PIPE_WAS_IGNORED.load(Ordering::Relaxed) {
         set_disposition(libc::SIGPIPE, libc::SIG_DFL);
     }
-    Dispositions { defaulted: signal_set(defaulted) }
 }
 
 /// Ends lastcall by `sig`'s default action, as the app ended, so that lastcall's parent reads
@@ -181,7 +186,7 @@ pub enum Detach {
     Inherit,
 }
 
-/// Everything the child needs, prepared before the fork so that the child allocates nothing.
+/// Everything the child needs, prepared before the clone so that the child allocates nothing.
 pub struct ExecPlan {
     argv: Vec<CString>,
     envp: Vec<Vec<u8>>,
@@ -193,10 +198,10 @@ pub struct ExecPlan {
     mask: SigSet,
 }
 
-/// Why `fork_exec` did not start the command.
+/// Why `spawn` did not start the command.
 #[derive(Debug)]
 pub enum StartFailure {
-    /// lastcall's own part: its pipe or the fork (EMFILE, EAGAIN, ENOMEM...).
+    /// lastcall's own part: the clone (EAGAIN, ENOMEM...).
     Setup(&'static str, io::Error),
     /// exec's own failure of the command, reported by the child.
     Exec(io::Error),
@@ -218,90 +223,106 @@ impl ExecPlan {
     }
 }
 
-/// fork, set the child up, exec; exec failures come back over a close-on-exec pipe, as the
-/// errno the child could not get past. Between fork and exec the child makes only
-/// async-signal-safe calls on memory prepared here (musl's execvpe searches PATH on the stack).
-pub fn fork_exec(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
+/// What the child reads, and writes back, while it runs in lastcall's memory.
+struct ChildSetup<'a> {
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    listen_pid_slot: Option<*mut u8>,
+    detach: Detach,
+    take_terminal: bool,
+    mask: &'a SigSet,
+    /// The errno exec failed with; 0 if it did not return.
+    exec_errno: libc::c_int,
+}
+
+/// Room for the child's few calls and musl's execvpe, which builds each PATH candidate (up to
+/// PATH_MAX) on the stack.
+const CHILD_STACK: usize = 64 * 1024;
+
+/// Starts the command the way posix_spawn does (a vfork: clone with CLONE_VM | CLONE_VFORK,
+/// lastcall waiting until the child has exec'd or failed), with the set-up no posix_spawn
+/// attribute covers (the terminal, a session, LISTEN_PID). musl's posix_spawn itself is not used:
+/// it puts lastcall's mask back as musl's sigprocmask reports it, without 32-34, so one of those
+/// arriving during the spawn would end lastcall. The child shares lastcall's memory and makes
+/// only system calls on memory prepared here; exec's failure comes back in that memory, as the
+/// errno the child could not get past (no pipe, so no fd is needed to start the command).
+pub fn spawn(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
     let argv: Vec<*const libc::c_char> =
         plan.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-    let mut pipe = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 writes two fds into the array we own.
-    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(StartFailure::Setup("cannot make a pipe to start the command", io::Error::last_os_error()));
-    }
-    let slot_ptr: Option<*mut u8> = plan.listen_pid_slot.map(|i| plan.envp[i].as_mut_ptr());
+    let listen_pid_slot: Option<*mut u8> = plan.listen_pid_slot.map(|i| plan.envp[i].as_mut_ptr());
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|e| e.as_ptr().cast()).chain(std::iter::once(std::ptr::null())).collect();
-    let (detach, take_terminal, mask) = (plan.detach, plan.take_terminal, &plan.mask);
-
-    // SAFETY: lastcall is single-threaded, so the child is a full copy with no lock held by
-    // another thread; it runs only the async-signal-safe code below and then execs or exits.
-    let pid = unsafe { libc::fork() };
+    let mut setup = ChildSetup {
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        listen_pid_slot,
+        detach: plan.detach,
+        take_terminal: plan.take_terminal,
+        mask: &plan.mask,
+        exec_errno: 0,
+    };
+    let mut stack = vec![0u8; CHILD_STACK];
+    // The stack grows down from its 16-byte aligned top, on every architecture musl supports.
+    let top = stack.as_mut_ptr().wrapping_add(CHILD_STACK);
+    let top = top.wrapping_sub(top as usize % 16);
+    let setup_ptr: *mut ChildSetup = &mut setup;
+    // SAFETY: the child runs `start_child` on `stack` with `setup`, both alive until clone
+    // returns, which CLONE_VFORK makes wait for the child's exec or exit. lastcall has no signal
+    // handler (see FAULTS_IGNORED), so none can run in the child in lastcall's memory.
+    let pid = unsafe { libc::clone(start_child, top.cast(), libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, setup_ptr.cast()) };
     if pid < 0 {
-        let err = io::Error::last_os_error();
-        // SAFETY: closing the fds we just created.
-        unsafe {
-            libc::close(pipe[0]);
-            libc::close(pipe[1]);
-        }
-        return Err(StartFailure::Setup("cannot fork to start the command", err));
+        return Err(StartFailure::Setup("cannot start the command", io::Error::last_os_error()));
     }
-    if pid == 0 {
-        // SAFETY: in the child: plain syscalls on our own stack and on buffers prepared before
-        // the fork (this process has its own copy of them).
-        unsafe {
-            let me = libc::getpid();
-            match detach {
-                Detach::Group => {
-                    libc::setpgid(0, 0);
-                }
-                Detach::Session => {
-                    libc::setsid();
-                }
-                Detach::Inherit => {}
-            }
-            if take_terminal {
-                match detach {
-                    // A background group taking the foreground gets SIGTTOU, blocked here as
-                    // every signal is until exec.
-                    Detach::Group => libc::tcsetpgrp(libc::STDIN_FILENO, me),
-                    // A new session has no terminal: make stdin's its controlling one.
-                    Detach::Session => libc::ioctl(libc::STDIN_FILENO, libc::TIOCSCTTY, 0),
-                    // Already in the foreground group, lastcall's.
-                    Detach::Inherit => 0,
-                };
-            }
-            if let Some(slot) = slot_ptr {
-                write_decimal(slot.add(LISTEN_PID_PREFIX.len()), me as u32);
-            }
-            // The child starts with the mask lastcall was started with (dispositions are
-            // lastcall's own, which are the inherited ones, and exec resets handlers).
-            let _ = set_signal_mask(libc::SIG_SETMASK, mask);
-            libc::execvpe(argv[0], argv.as_ptr(), envp.as_ptr());
-            let errno = *libc::__errno_location();
-            libc::write(pipe[1], (&errno as *const libc::c_int).cast(), 4);
-            libc::_exit(127);
-        }
+    // SAFETY: the child wrote it, if at all, before clone returned; volatile because the write
+    // came from outside this function's view.
+    let errno = unsafe { std::ptr::read_volatile(&(*setup_ptr).exec_errno) };
+    if errno != 0 {
+        // The child exited 127 right after; collect it now.
+        // SAFETY: waitpid on our own child, no status wanted.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        return Err(StartFailure::Exec(io::Error::from_raw_os_error(errno)));
     }
-    // SAFETY: the parent closes its copy of the write end, then reads at most 4 bytes into
-    // an int it owns; EOF means the exec succeeded (the write end closed on exec).
-    unsafe {
-        libc::close(pipe[1]);
-        let mut errno: libc::c_int = 0;
-        let n = loop {
-            let n = libc::read(pipe[0], (&mut errno as *mut libc::c_int).cast(), 4);
-            if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                break n;
-            }
-        };
-        libc::close(pipe[0]);
-        if n == 4 {
-            // The child exited 127 right after telling us why; collect it now.
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-            return Err(StartFailure::Exec(io::Error::from_raw_os_error(errno)));
-        }
-    }
+    drop(stack);
     Ok(pid)
+}
+
+/// The child's side of `spawn`, in lastcall's memory until exec.
+extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the ChildSetup that `spawn` keeps alive until this child execs or exits.
+    // Only system calls from here on, on our own stack and the memory prepared before the clone.
+    unsafe {
+        let setup = &mut *arg.cast::<ChildSetup>();
+        let me = libc::getpid();
+        match setup.detach {
+            Detach::Group => {
+                libc::setpgid(0, 0);
+            }
+            Detach::Session => {
+                libc::setsid();
+            }
+            Detach::Inherit => {}
+        }
+        if setup.take_terminal {
+            match setup.detach {
+                // A background group taking the foreground gets SIGTTOU, blocked here as every
+                // signal is until the mask is set.
+                Detach::Group => libc::tcsetpgrp(libc::STDIN_FILENO, me),
+                // A new session has no terminal: make stdin's its controlling one.
+                Detach::Session => libc::ioctl(libc::STDIN_FILENO, libc::TIOCSCTTY, 0),
+                // Already in the foreground group, lastcall's.
+                Detach::Inherit => 0,
+            };
+        }
+        if let Some(slot) = setup.listen_pid_slot {
+            write_decimal(slot.add(LISTEN_PID_PREFIX.len()), me as u32);
+        }
+        // The mask lastcall was started with (dispositions are lastcall's own, which are the
+        // inherited ones, and exec resets handlers).
+        let _ = set_signal_mask(libc::SIG_SETMASK, setup.mask);
+        libc::execvpe(*setup.argv, setup.argv, setup.envp);
+        setup.exec_errno = *libc::__errno_location();
+        libc::_exit(127)
+    }
 }
 
 /// Writes `n` in decimal at `dst`, NUL-terminated; the buffer holds 12 bytes.
@@ -338,7 +359,10 @@ pub fn fd_limit() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
-        limit.rlim_cur as u64
+        // rlim_t is 32 bits on some targets.
+        #[allow(clippy::unnecessary_cast)]
+        let soft = limit.rlim_cur as u64;
+        soft
     } else {
         1024
     }

@@ -142,7 +142,16 @@ fn signals_32_to_34_do_not_kill_lastcall_and_are_forwarded() {
     let mut child = cmd.spawn().unwrap();
     let _guard = KillTree(child.id() as i32);
     let pid = child.id() as i32;
-    let app = wait_until(10 * SEC, "sleep to start", || descendants(pid).first().copied());
+    // Sent over and over while lastcall starts and spawns the app (musl's posix_spawn would
+    // unblock them in lastcall for a moment), and once more after.
+    let app = wait_until(10 * SEC, "sleep to start", || {
+        for sig in [32, 33, 34] {
+            // SAFETY: kill takes plain integers.
+            unsafe { libc::kill(pid, sig) };
+        }
+        let app = *descendants(pid).first()?;
+        (fs::read_to_string(format!("/proc/{app}/comm")).ok()?.trim() == "sleep").then_some(app)
+    });
     for sig in [32, 33, 34] {
         kill(pid, sig);
     }
@@ -274,10 +283,15 @@ fn setsid_bash_in_a_pty_led_by_lastcall_has_job_control_and_gets_ctrl_c() {
 
 #[test]
 fn lastcalls_own_fork_and_fd_failures_exit_125() {
-    // Four fds: 0-2 and the signalfd, none left for the pipe that starts the command.
+    // Starting the command takes lastcall no fd (no pipe): with four, `true` gets the one it
+    // needs to load its libc. With three, the health socket cannot be made: lastcall's own.
     let status = Command::new("sh").args(["-c", r#"ulimit -n 4; exec "$0" -- true"#, LASTCALL]).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let script = r#"ulimit -n 3; exec "$0" --health-listen "127.0.0.1:$1" -- true"#;
+    let status = Command::new("sh").args(["-c", script, LASTCALL, &port]).stderr(Stdio::null()).status().unwrap();
     assert_eq!(status.code(), Some(125));
-    // One pid: lastcall itself, so it cannot fork.
+    // One pid: lastcall itself, so it cannot start another process.
     let cgroup = PidsCgroup::new(1);
     let status = Command::new("sh")
         .args(["-c", r#"echo $$ > "$0" && exec "$1" -- true"#])
