@@ -261,7 +261,9 @@ pub fn spawn(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
         mask: &plan.mask,
         exec_errno: 0,
     };
-    let mut stack = vec![0u8; CHILD_STACK];
+    // Left uninitialised: the child touches only the top page or two, and writing all of it (or
+    // faulting in every page) would cost more than the rest of the start.
+    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
     // The stack grows down from its 16-byte aligned top, on every architecture musl supports.
     let top = stack.as_mut_ptr().wrapping_add(CHILD_STACK);
     let top = top.wrapping_sub(top as usize % 16);
