@@ -3,8 +3,12 @@
 //! as lastcall runs; anything else is 404.
 //!
 //! A client can never hold up signal handling: every socket is non-blocking, a request is at
-//! most `MAX_REQUEST` bytes and `TIMEOUT` long, and at most `MAX_CONNECTIONS` are open (a new
-//! connection evicts the oldest, so a flood of idle clients cannot lock a probe out).
+//! most `MAX_REQUEST` bytes and `TIMEOUT` long, and at most `MAX_CONNECTIONS` are open. When a
+//! new connection finds them all taken, the oldest one that has sent nothing makes room (after
+//! one last read, in case its request has just arrived), and one with a request under way only
+//! if none is idle: a flood of idle or churning clients cannot lock a probe out. At most
+//! `ACCEPT_BATCH` connections are accepted per wake-up, so that the requests of those already
+//! accepted are read before a flood behind them could push them out.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -27,6 +31,9 @@ pub struct Health {
     /// readable, and polling it would spin.
     accept_paused_until: Option<Instant>,
 }
+
+/// How many connections one wake-up accepts; the listener stays readable for the rest.
+const ACCEPT_BATCH: usize = 16;
 
 /// How long accepting pauses after accept() fails.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -67,32 +74,31 @@ impl Health {
     /// connections, and accepts new ones.
     pub fn service(&mut self, readable: &[bool], status: Status, now: Instant) {
         let listener_ready = readable.first().copied().unwrap_or(false);
-        // Backwards, so that swap_remove only moves connections already dealt with.
+        // Backwards, so that remove only moves connections already dealt with; it keeps the
+        // rest in the order they came, oldest first.
         for i in (0..self.conns.len()).rev() {
             let was_readable = readable.get(i + 1).copied().unwrap_or(false);
             if (was_readable && self.conns[i].read_and_answer(status)) || now >= self.conns[i].deadline {
-                self.conns.swap_remove(i);
+                self.conns.remove(i);
             }
         }
         if self.accept_paused_until.is_some_and(|until| now >= until) {
             self.accept_paused_until = None;
         }
         if listener_ready && self.accept_paused_until.is_none() {
-            self.accept(now);
+            self.accept(status, now);
         }
     }
 
-    fn accept(&mut self, now: Instant) {
-        loop {
+    fn accept(&mut self, status: Status, now: Instant) {
+        for _ in 0..ACCEPT_BATCH {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
                     if self.conns.len() >= MAX_CONNECTIONS {
-                        let oldest = (0..self.conns.len()).min_by_key(|&i| self.conns[i].deadline).unwrap_or(0);
-                        debug!("health: {MAX_CONNECTIONS} connections open, dropping the oldest");
-                        self.conns.swap_remove(oldest);
+                        self.make_room(status);
                     }
                     self.conns.push(Conn { stream, request: Vec::new(), deadline: later(now, TIMEOUT) });
                 }
@@ -106,6 +112,27 @@ impl Health {
                 }
             }
         }
+    }
+
+    /// Frees one slot: the oldest connection that has sent nothing, unless one last read finds
+    /// its request (then it is answered); failing that, the oldest.
+    fn make_room(&mut self, status: Status) {
+        for i in 0..self.conns.len() {
+            if !self.conns[i].request.is_empty() {
+                continue;
+            }
+            let done = self.conns[i].read_and_answer(status);
+            if done || self.conns[i].request.is_empty() {
+                if !done {
+                    debug!("health: {MAX_CONNECTIONS} connections open, dropping the oldest idle one");
+                }
+                self.conns.remove(i);
+                return;
+            }
+            // Its request has started arriving just now: it stays.
+        }
+        debug!("health: {MAX_CONNECTIONS} requests under way, dropping the oldest");
+        self.conns.remove(0);
     }
 }
 

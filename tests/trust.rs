@@ -445,3 +445,78 @@ fn dropped_log_lines_are_counted_once_the_pipe_drains() {
     let n: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(n > 0, "{line}");
 }
+
+/// A flood client for the health endpoint, loopback only, bounded in time and connections:
+/// "idle" keeps up to 150 silent connections open, replacing the oldest with a new one as fast
+/// as it can; "churn" connects without blocking and hangs up at once.
+const HEALTH_FLOOD: &str = r#"
+import socket, sys, time
+mode, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+end = time.monotonic() + seconds
+held = []
+while time.monotonic() < end:
+    s = socket.socket()
+    if mode == "idle":
+        s.settimeout(1)
+        try:
+            s.connect(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
+        held.append(s)
+        if len(held) > 150:
+            held.pop(0).close()
+    else:
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except OSError:
+            pass
+        s.close()
+"#;
+
+/// Point 9: /ready probes keep succeeding while idle-connection floods and connect-churn floods
+/// run against the endpoint (two of each, for 6 s).
+#[test]
+fn probes_get_through_idle_and_churn_floods() {
+    let dir = scratch("health-flood");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _run = start(Mode::Plain, &dir, &["--health-listen", &listen], &["sleep", "60"]);
+    wait_until(10 * SEC, "the health endpoint", || http(port, "GET /ready HTTP/1.1\r\n\r\n", SEC));
+    let mut floods: Vec<std::process::Child> = ["idle", "idle", "churn", "churn"]
+        .iter()
+        .map(|mode| {
+            Command::new("python3")
+                .args(["-c", HEALTH_FLOOD, mode, &port.to_string(), "6"])
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    struct Reap<'a>(&'a mut Vec<std::process::Child>);
+    impl Drop for Reap<'_> {
+        fn drop(&mut self) {
+            for c in self.0.iter_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let floods = Reap(&mut floods);
+    // Give the floods a moment to fill the 64 slots, then probe as a kubelet would, but often.
+    std::thread::sleep(SEC);
+    let (mut ok, mut failed) = (0, Vec::new());
+    let end = Instant::now() + 4 * SEC;
+    while Instant::now() < end {
+        let probe_start = Instant::now();
+        match http(port, "GET /ready HTTP/1.1\r\n\r\n", 2 * SEC).as_deref().and_then(status_of) {
+            Some(200) => ok += 1,
+            other => failed.push((other, probe_start.elapsed())),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(floods);
+    assert!(ok >= 10, "{ok} probes answered");
+    assert!(failed.is_empty(), "{} of {} probes failed: {failed:?}", failed.len(), ok + failed.len());
+}
