@@ -246,11 +246,11 @@ impl Personality {
 
     /// Whether an option spelled `--long` or `-c` exists under this name.
     pub fn has_long(&self, long: &str) -> bool {
-        self.spellings.as_ref().map_or(true, |s| s.longs.contains(&long))
+        self.spellings.as_ref().is_none_or(|s| s.longs.contains(&long))
     }
 
     pub fn has_short(&self, c: char) -> bool {
-        self.spellings.as_ref().map_or(true, |s| s.shorts.contains(c))
+        self.spellings.as_ref().is_none_or(|s| s.shorts.contains(c))
     }
 
     /// The exit code when exec fails with `errno`.

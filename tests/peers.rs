@@ -663,8 +663,9 @@ fn dumb_init_rewrites() {
 /// unless rewritten) and then dumb-init stops itself; CONT wakes it and is forwarded.
 #[test]
 fn dumb_init_job_control() {
-    // (args, signal, main stops, grp stops, what main and grp record)
-    let cases: [(&[&str], i32, char, char, &[&str]); 4] = [
+    /// (args, signal, main's state, grp's state, what main records before TERM)
+    type Case = (&'static [&'static str], i32, char, char, &'static [&'static str]);
+    let cases: [Case; 4] = [
         (&["--"], libc::SIGTSTP, 'T', 'T', &[]),
         (&["--"], libc::SIGTTIN, 'T', 'T', &[]),
         (&["-c", "--"], libc::SIGTSTP, 'T', 'S', &[]),
