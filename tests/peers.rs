@@ -77,6 +77,7 @@ struct Scenario {
     command: Command_,
     pty_script: Option<String>,
     via_parent: bool,
+    pid1: bool,
 }
 
 #[derive(Clone)]
@@ -93,6 +94,7 @@ fn scenario(peer: Peer, args: &[&str]) -> Scenario {
         command: Command_::Fixture(vec![]),
         pty_script: None,
         via_parent: false,
+        pid1: false,
     }
 }
 
@@ -120,6 +122,12 @@ impl Scenario {
 
     fn via_parent(mut self) -> Self {
         self.via_parent = true;
+        self
+    }
+
+    /// The init runs as PID 1 of a new PID namespace, as in a container.
+    fn pid1(mut self) -> Self {
+        self.pid1 = true;
         self
     }
 
@@ -171,13 +179,16 @@ impl Scenario {
         if self.via_parent {
             cmd.env("HARNESS_VIA_PARENT", "1");
         }
+        if self.pid1 {
+            cmd.env("HARNESS_PID1", "1");
+        }
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(fs::File::create(dir.join("harness.stderr")).unwrap());
         let harness = cmd.spawn().expect("start the harness");
         let init_pid = {
             let path = dir.join("init.pid");
             wait_until(LIMIT, "the harness to start the init", || fs::read_to_string(&path).ok()?.trim().parse().ok())
         };
-        let mut run = Run { dir: dir.to_path_buf(), log, init_pid, harness: Some(harness) };
+        let mut run = Run { dir: dir.to_path_buf(), log, init_pid, pid1: self.pid1, harness: Some(harness) };
         let observed = drive(&mut run);
         run.finish(observed)
     }
@@ -207,6 +218,8 @@ struct Run {
     dir: PathBuf,
     log: PathBuf,
     init_pid: i32,
+    /// The fixture's pids are the namespace's, not this test's.
+    pid1: bool,
     harness: Option<Child>,
 }
 
@@ -219,11 +232,23 @@ impl Run {
         self.log_lines().iter().filter(|l| *l == line).count()
     }
 
-    /// The pid of a fixture role, once it is ready.
+    /// The pid of a fixture role, once it is ready, as this test sees it.
     fn pid(&self, role: &str) -> i32 {
         let prefix = format!("{role} ready ");
-        wait_until(LIMIT, &format!("{role} to be ready"), || {
+        let reported: i32 = wait_until(LIMIT, &format!("{role} to be ready"), || {
             self.log_lines().iter().find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        });
+        if !self.pid1 {
+            return reported;
+        }
+        // In a PID namespace the fixture reports its pid there: find which of the init's
+        // descendants has it (NSpid: the pid out here, then in the namespace).
+        wait_until(LIMIT, &format!("{role}'s pid out here"), || {
+            common::descendants(self.init_pid).into_iter().find(|&pid| {
+                let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                status.lines().find_map(|l| l.strip_prefix("NSpid:")).and_then(|ids| ids.split_whitespace().last()?.parse().ok())
+                    == Some(reported)
+            })
         })
     }
 
@@ -328,8 +353,11 @@ impl Drop for Run {
     /// every fixture process (each found by its pid and checked by its command line).
     fn drop(&mut self) {
         let Some(mut harness) = self.harness.take() else { return };
+        // As PID 1 of a namespace, the init takes everything in it along when it dies.
         let mut pids = vec![self.init_pid];
-        pids.extend(self.log_lines().iter().filter_map(|l| l.split_once(" ready ")?.1.parse::<i32>().ok()));
+        if !self.pid1 {
+            pids.extend(self.log_lines().iter().filter_map(|l| l.split_once(" ready ")?.1.parse::<i32>().ok()));
+        }
         let dir = self.dir.to_string_lossy().into_owned();
         for pid in pids {
             let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -898,5 +926,36 @@ fn the_apps_environment_is_the_peers() {
         let outcome = scenario(peer, &["--"]).env("LASTCALL_GRACE", "2s").command(&["sh", "-c", check, &file]).ours_only(|_| vec![]);
         assert_eq!(outcome.code, 1, "{peer:?}: the deadlines are announced once set");
         let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// As PID 1 of a PID namespace, as in a container.
+
+/// As PID 1 neither peer warns about reaping, both forward to the child, and both exit with the
+/// child: the kernel then kills whatever was left, so nothing survives the container. (dumb-init's
+/// setsid mode is left out here: its TERM to the group at the exit races the kernel's SIGKILL.)
+#[test]
+fn as_pid1_of_a_container() {
+    for variant in [scenario(Peer::Tini, &["--"]), scenario(Peer::DumbInit, &["-c", "--"])] {
+        let peer = variant.peer;
+        let outcome = variant.roles(&["grp", "sess"]).env("MAIN_SURVIVES", "1").env("MAIN_EXIT", "9").pid1().same(|run| {
+            let main = run.pid("main");
+            run.pid("grp");
+            run.pid("sess");
+            run.signal_init(HUP);
+            run.wait_for("main", "SIGHUP", 1);
+            run.settle("grp");
+            run.settle("sess");
+            common::kill(main, USR2);
+            let output = run_output_after_exit(run);
+            vec![format!("warned: {}", output.contains(WARNING))]
+        });
+        assert_eq!(outcome.observed, ["warned: false"], "{peer:?}");
+        assert_eq!(outcome.of("main"), ["SIGHUP", "SIGUSR2"], "{peer:?}");
+        assert_eq!(outcome.of("grp"), ["mark"], "{peer:?}");
+        assert_eq!(outcome.of("sess"), ["mark"], "{peer:?}");
+        assert_eq!(outcome.code, 9, "{peer:?}");
+        assert!(outcome.left.is_empty(), "{peer:?}: {:?}", outcome.left);
     }
 }
