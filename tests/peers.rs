@@ -353,18 +353,21 @@ impl Drop for Run {
     /// every fixture process (each found by its pid and checked by its command line).
     fn drop(&mut self) {
         let Some(mut harness) = self.harness.take() else { return };
-        // As PID 1 of a namespace, the init takes everything in it along when it dies.
+        // The init, and every process whose command line names this run's directory (the
+        // fixtures, which may not have said they were ready, and orphans that left the harness
+        // when it died). As PID 1 of a namespace, the init takes the rest along.
         let mut pids = vec![self.init_pid];
-        if !self.pid1 {
-            pids.extend(self.log_lines().iter().filter_map(|l| l.split_once(" ready ")?.1.parse::<i32>().ok()));
-        }
         let dir = self.dir.to_string_lossy().into_owned();
-        for pid in pids {
+        let all = fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect::<Vec<_>>());
+        for pid in all.unwrap_or_default() {
             let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains(&dir) || pid == self.init_pid {
-                // SAFETY: kill takes plain integers.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+            if String::from_utf8_lossy(&cmdline).contains(&dir) {
+                pids.push(pid);
             }
+        }
+        for pid in pids {
+            // SAFETY: kill takes plain integers.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         let _ = harness.kill();
         let _ = harness.wait();
