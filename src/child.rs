@@ -40,14 +40,17 @@ pub fn spawn(launch: &Launch) -> Result<Started, Error> {
     let argv: Vec<CString> = launch.argv.iter().map(|a| c_string(a.as_bytes())).collect();
     let env = child_env(&launch.env);
     let take_terminal = owns_terminal();
-    // Socket activation: the fds are for the child, so LISTEN_PID must name it.
-    let listen_pid_is_ours = std::env::var("LISTEN_PID").is_ok_and(|p| p == getpid().to_string());
+    // Socket activation's fds and the watchdog are for the child, so what names lastcall must
+    // name it.
+    let me = getpid().to_string();
+    let renamed: Vec<&str> =
+        sys::PID_VARIABLES.into_iter().filter(|name| std::env::var(name).is_ok_and(|p| p == me)).collect();
     let mut early_signals = Vec::new();
 
     if launch.detach == Detach::Session && take_terminal {
         early_signals = hand_over_terminal();
     }
-    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, listen_pid_is_ours, *launch.mask);
+    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, &renamed, *launch.mask);
     let pid = Pid::from_raw(sys::spawn(&mut plan).map_err(|failure| start_error(program, failure))?);
     Ok(Started { pid, early_signals })
 }

@@ -190,8 +190,9 @@ pub enum Detach {
 pub struct ExecPlan {
     argv: Vec<CString>,
     envp: Vec<Vec<u8>>,
-    /// Index into `envp` of a `LISTEN_PID=` entry whose digits the child fills in with its pid.
-    listen_pid_slot: Option<usize>,
+    /// Indexes into `envp` of the `PID_VARIABLES` entries whose digits the child fills in with its
+    /// own pid.
+    pid_slots: Vec<(usize, usize)>,
     detach: Detach,
     take_terminal: bool,
     /// The signal mask the child starts with: the one lastcall was started with.
@@ -207,19 +208,25 @@ pub enum StartFailure {
     Exec(io::Error),
 }
 
-const LISTEN_PID_PREFIX: &[u8] = b"LISTEN_PID=";
+/// Variables in which systemd names the process a thing is meant for: socket activation's
+/// (sd_listen_fds) and the watchdog's (sd_watchdog_enabled). When they name lastcall, they are
+/// meant for the app, which checks them against its own pid.
+pub const PID_VARIABLES: [&str; 2] = ["LISTEN_PID", "WATCHDOG_PID"];
 
 impl ExecPlan {
-    /// With `name_listen_pid`, the child's `LISTEN_PID=` entry is rewritten to its own pid.
-    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool, name_listen_pid: bool, mask: SigSet) -> ExecPlan {
+    /// The child's entries of the `PID_VARIABLES` named in `renamed` are rewritten to its own pid.
+    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool, renamed: &[&str], mask: SigSet) -> ExecPlan {
         let mut envp: Vec<Vec<u8>> = env.into_iter().map(CString::into_bytes_with_nul).collect();
-        let listen_pid_slot =
-            if name_listen_pid { envp.iter().position(|e| e.starts_with(LISTEN_PID_PREFIX)) } else { None };
-        if let Some(i) = listen_pid_slot {
-            // Room for any pid and the NUL, written by the child.
-            envp[i] = [LISTEN_PID_PREFIX, &[0u8; 12]].concat();
+        let mut pid_slots = Vec::new();
+        for name in renamed {
+            let prefix = [name.as_bytes(), b"="].concat();
+            if let Some(i) = envp.iter().position(|e| e.starts_with(&prefix)) {
+                // Room for any pid and the NUL, written by the child.
+                envp[i] = [&prefix[..], &[0u8; 12]].concat();
+                pid_slots.push((i, prefix.len()));
+            }
         }
-        ExecPlan { argv, envp, listen_pid_slot, detach, take_terminal, mask }
+        ExecPlan { argv, envp, pid_slots, detach, take_terminal, mask }
     }
 }
 
@@ -227,7 +234,8 @@ impl ExecPlan {
 struct ChildSetup<'a> {
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
-    listen_pid_slot: Option<*mut u8>,
+    /// Where the child writes its pid (see `PID_VARIABLES`).
+    pid_slots: &'a [*mut u8],
     detach: Detach,
     take_terminal: bool,
     mask: &'a SigSet,
@@ -249,13 +257,13 @@ const CHILD_STACK: usize = 64 * 1024;
 pub fn spawn(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
     let argv: Vec<*const libc::c_char> =
         plan.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-    let listen_pid_slot: Option<*mut u8> = plan.listen_pid_slot.map(|i| plan.envp[i].as_mut_ptr());
+    let pid_slots: Vec<*mut u8> = plan.pid_slots.iter().map(|&(i, at)| plan.envp[i][at..].as_mut_ptr()).collect();
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|e| e.as_ptr().cast()).chain(std::iter::once(std::ptr::null())).collect();
     let mut setup = ChildSetup {
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
-        listen_pid_slot,
+        pid_slots: &pid_slots,
         detach: plan.detach,
         take_terminal: plan.take_terminal,
         mask: &plan.mask,
@@ -315,8 +323,8 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
                 Detach::Inherit => 0,
             };
         }
-        if let Some(slot) = setup.listen_pid_slot {
-            write_decimal(slot.add(LISTEN_PID_PREFIX.len()), me as u32);
+        for &slot in setup.pid_slots {
+            write_decimal(slot, me as u32);
         }
         // The mask lastcall was started with (dispositions are lastcall's own, which are the
         // inherited ones, and exec resets handlers).
@@ -632,13 +640,16 @@ mod tests {
     }
 
     #[test]
-    fn the_listen_pid_slot_is_only_made_when_asked_for() {
-        let env = || vec![CString::new("A=1").unwrap(), CString::new("LISTEN_PID=99").unwrap()];
-        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, true, signal_set([]));
-        assert_eq!(plan.listen_pid_slot, Some(1));
-        assert_eq!(plan.envp[1].len(), LISTEN_PID_PREFIX.len() + 12);
-        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, false, signal_set([]));
-        assert_eq!(plan.listen_pid_slot, None);
+    fn pid_slots_are_only_made_when_asked_for() {
+        let env = || ["A=1", "LISTEN_PID=99", "WATCHDOG_PID=99"].map(|e| CString::new(e).unwrap()).to_vec();
+        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, &["WATCHDOG_PID"], signal_set([]));
+        assert_eq!(plan.pid_slots, vec![(2, "WATCHDOG_PID=".len())]);
+        assert_eq!(plan.envp[2].len(), "WATCHDOG_PID=".len() + 12);
         assert_eq!(plan.envp[1], b"LISTEN_PID=99\0");
+        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, &PID_VARIABLES, signal_set([]));
+        assert_eq!(plan.pid_slots, vec![(1, "LISTEN_PID=".len()), (2, "WATCHDOG_PID=".len())]);
+        let plan = ExecPlan::new(vec![], env(), Detach::Group, false, &[], signal_set([]));
+        assert!(plan.pid_slots.is_empty());
+        assert_eq!(plan.envp[2], b"WATCHDOG_PID=99\0");
     }
 }

@@ -439,6 +439,23 @@ fn socket_activation_fds_pass_and_listen_pid_names_the_child() {
     assert!(lines.any(|l| l == "3"), "fd 3 passed through: {text}");
 }
 
+/// systemd names the main process (lastcall) in WATCHDOG_PID; sd_watchdog_enabled() in the app
+/// compares it with its own pid, so an app that was not told would never ping.
+#[test]
+fn watchdog_pid_names_the_child_and_other_pids_are_left_alone() {
+    let dir = scratch("watchdogpid");
+    let script = format!(
+        "WATCHDOG_PID=$$ WATCHDOG_USEC=5000000 LISTEN_PID=1 exec {LASTCALL} -- sh -c 'echo $WATCHDOG_PID $$ $WATCHDOG_USEC $LISTEN_PID'"
+    );
+    let out = Command::new("sh").arg("-c").arg(&script).current_dir(&dir).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(ids[0], ids[1], "WATCHDOG_PID is the child's pid: {text}");
+    assert_eq!(ids[2], "5000000");
+    assert_eq!(ids[3], "1", "a LISTEN_PID that names another process stays: {text}");
+}
+
 #[test]
 fn the_child_learns_its_deadlines() {
     let (code, stdout, _) = run_to_end(
