@@ -716,19 +716,24 @@ fn docker_dockerfile_example_builds_and_drains(hosts: &mut Hosts) {
     let docker = hosts.docker();
     docker.debian_images();
     // The repository's own context, as `docker build -f Dockerfile.example .` sees it after
-    // `cargo build --release`: the example app and the static binary where the build puts it.
+    // `scripts/dist`: the example app, and the static binary with its SHA256SUMS line.
     let ctx = Scratch::new("example");
     let c = ctx.path();
     fs::create_dir_all(c.join("examples")).unwrap();
     fs::copy(repo().join("Dockerfile.example"), c.join("Dockerfile.example")).unwrap();
     fs::copy(repo().join(".dockerignore"), c.join(".dockerignore")).unwrap();
     fs::copy(repo().join("examples/slow_app.py"), c.join("examples/slow_app.py")).unwrap();
-    let bin = c.join("target/x86_64-unknown-linux-musl/release");
-    fs::create_dir_all(&bin).unwrap();
-    fs::copy(lastcall(), bin.join("lastcall")).unwrap();
+    fs::create_dir_all(c.join("dist")).unwrap();
+    let name = "lastcall-x86_64-unknown-linux-musl";
+    fs::copy(lastcall(), c.join("dist").join(name)).unwrap();
+    let sum = Command::new("sha256sum").arg(name).current_dir(c.join("dist")).output().unwrap();
+    assert!(sum.status.success());
+    fs::write(c.join("dist/SHA256SUMS"), &sum.stdout).unwrap();
     // The distroless python image (Debian 12's python3 and nothing else) cannot be pulled here;
-    // the debootstrapped Debian 12 with python3 stands in for it.
-    docker.ok(&["build", "-q", "--build-arg", "RUNTIME=lc-debian", "-f", "Dockerfile.example", "-t", "lc-example", c.to_str().unwrap()]);
+    // the debootstrapped Debian 12 with python3 stands in for it, and for the stage that picks
+    // the binary. The classic builder sets no TARGETARCH: the Dockerfile's default is amd64.
+    let images = ["--build-arg", "RUNTIME=lc-debian", "--build-arg", "PICKER=lc-debian"];
+    docker.ok(&[&["build", "-q"], &images[..], &["-f", "Dockerfile.example", "-t", "lc-example", c.to_str().unwrap()]].concat());
     let (port, health) = (free_port(), free_port());
     let port_env = format!("PORT={port}");
     let health_env = format!("LASTCALL_HEALTH_LISTEN=127.0.0.1:{health}");
