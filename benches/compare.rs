@@ -15,6 +15,8 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LASTCALL: &str = env!("CARGO_BIN_EXE_lastcall");
+/// The column of benches/floor.c.
+const FLOOR: &str = "floor (C)";
 
 struct Init {
     name: String,
@@ -88,6 +90,9 @@ fn contenders(notify_socket: &Path) -> Vec<Init> {
             eprintln!("note: {path} is missing (apt-get install tini dumb-init catatonit); leaving {name} out");
         }
     }
+    // The physical floor (benches/floor.c): a column of its own and a ratio of its own, not a peer.
+    let floor = build_static("floor").display().to_string();
+    inits.push(Init { name: FLOOR.into(), path: floor, args: owned(&["--"]), peer: false, env: vec![] });
     let extra = std::env::var("LASTCALL_BENCH_EXTRA").unwrap_or_default();
     for spec in extra.split(';').filter(|s| !s.is_empty()) {
         let (name, command) = spec.split_once('=').expect("LASTCALL_BENCH_EXTRA: NAME=PATH[,ARG...];...");
@@ -233,10 +238,11 @@ fn kill(pid: i32, sig: i32) -> bool {
     unsafe { libc::kill(pid, sig) == 0 }
 }
 
-fn build_fixture() -> PathBuf {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-fixture");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/fixture.c");
-    let status = Command::new("cc").args(["-static", "-O2", "-o"]).arg(&out).arg(src).status().expect("cc");
+/// benches/NAME.c, built static.
+fn build_static(name: &str) -> PathBuf {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-{name}"));
+    let src = format!("{}/benches/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("cc").args(["-static", "-O2", "-o"]).arg(&out).arg(&src).status().expect("cc");
     assert!(status.success(), "building {src} needs gcc and a static libc (libc6-dev)");
     out
 }
@@ -306,7 +312,7 @@ fn main() {
     }
     let scale: f64 = std::env::var("SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let n = |full: usize| ((full as f64 * scale).round() as usize).max(5);
-    let fixture = build_fixture();
+    let fixture = build_static("fixture");
     // The notify variant's service manager: a socket nobody reads (lastcall only writes to it at
     // shutdown), kept open for the whole run.
     let notify_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-notify.sock");
@@ -553,8 +559,10 @@ fn print_table(inits: &[Init], rows: &[Row]) {
     // A ratio column for each contender that is not a peer: lastcall, its variants, the extras.
     let ours: Vec<usize> = (0..inits.len()).filter(|&i| !inits[i].peer).collect();
     let ratio_names: Vec<String> = ours.iter().map(|&i| format!("{} / best peer", inits[i].name)).collect();
-    let _ = writeln!(out, "| figure | {} | {} |", names.join(" | "), ratio_names.join(" | "));
-    let _ = writeln!(out, "|---|{}---|", "---|".repeat(names.len() + ours.len() - 1));
+    // And lastcall's distance to the floor: what any init must pay.
+    let floor = inits.iter().position(|i| i.name == FLOOR);
+    let _ = writeln!(out, "| figure | {} | {} | lastcall / floor |", names.join(" | "), ratio_names.join(" | "));
+    let _ = writeln!(out, "|---|{}---|", "---|".repeat(names.len() + ours.len()));
     for row in rows {
         let cells: Vec<String> = (0..inits.len())
             .map(|i| match (&row.text, row.values[i]) {
@@ -584,7 +592,12 @@ fn print_table(inits: &[Init], rows: &[Row]) {
                 _ => "-".into(),
             })
             .collect();
-        let _ = writeln!(out, "| {} | {} | {} |", row.figure, cells.join(" | "), ratios.join(" | "));
+        let to_floor = match (row.values[0], floor.and_then(|f| row.values[f])) {
+            (Some(ours), Some(floor)) if floor > 0.0 => format!("{:.2}", ours / floor),
+            (Some(ours), Some(floor)) if floor == 0.0 && ours == 0.0 => "equal (0)".into(),
+            _ => "-".into(),
+        };
+        let _ = writeln!(out, "| {} | {} | {} | {to_floor} |", row.figure, cells.join(" | "), ratios.join(" | "));
     }
 }
 
