@@ -84,7 +84,7 @@ fn run_in_repo(program: &str, args: &[&str], env: &[(String, String)]) {
     let mut cmd = Command::new(if program.contains('/') { path.as_os_str() } else { program.as_ref() });
     cmd.args(args).current_dir(repo()).stdin(Stdio::null());
     for (key, _) in std::env::vars() {
-        if (key.starts_with("CARGO_") && key != "CARGO_HOME") || ["RUSTUP_TOOLCHAIN", "RUSTFLAGS", "RUSTC"].contains(&key.as_str()) {
+        if (key.starts_with("CARGO") && key != "CARGO_HOME") || (key.starts_with("RUST") && key != "RUSTUP_HOME") {
             cmd.env_remove(key);
         }
     }
