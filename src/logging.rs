@@ -42,8 +42,9 @@ pub fn init(level: LevelFilter) {
 /// - a socket (journald's stream, say): send() with MSG_DONTWAIT, which is per call;
 /// - a regular file: written as it is, sharing its offset and O_APPEND with the app; a file
 ///   write does not wait for a reader;
-/// - a pipe when /proc is missing: poll() with a zero timeout first. That is racy (the app may
-///   fill the pipe between the poll and the write), the one case that can still block.
+/// - a pipe or tty that cannot be opened again (no /proc, or a pipe of another user's when
+///   lastcall is not root): poll() with a zero timeout first. That is racy (the app may fill the
+///   pipe between the poll and the write), the one case that can still block.
 /// Measured by tests/trust.rs: with -vv and a pipe nobody reads, lastcall keeps forwarding and
 /// reaping and SIGKILLs on time, and the app's stderr stays blocking.
 pub struct Stderr {
