@@ -364,20 +364,22 @@ fn tini_subreaper_0_means_no_subreaper() {
 
 #[test]
 fn signals_someone_sends_reach_the_app_while_lastcalls_own_sockets_raise_theirs() {
-    // The kernel tells lastcall that its sockets are readable with SIGRTMAX (SIGIO if its queue
-    // overflows); the same signals sent with kill are the app's, as before there were sockets.
+    // The kernel tells lastcall that its sockets are readable with its socket signal (SIGIO if
+    // its queue overflows); the same signals sent with kill are the app's, as before there were
+    // sockets.
     let WithHealth { mut run, out, port, .. } = with_health("sigio", &[], ("record", &[]));
     for _ in 0..3 {
         assert_eq!(http_status(port, "/ready"), Some(200));
     }
     let sigio = format!("child signal {} ", libc::SIGIO);
     assert_eq!(count_lines(&out, &sigio), 0, "the kernel's SIGIO reached the app");
-    let rtmax = format!("child signal {} ", libc::SIGRTMAX());
-    assert_eq!(count_lines(&out, &rtmax), 0, "the kernel's SIGRTMAX reached the app");
+    let socket_signal = lastcall::sys::socket_signal().0;
+    let rtmax = format!("child signal {socket_signal} ");
+    assert_eq!(count_lines(&out, &rtmax), 0, "the kernel's socket signal reached the app");
     run.signal(libc::SIGIO);
     wait_line(&out, &sigio, 5 * SEC);
     assert_eq!(http_status(port, "/live"), Some(200));
-    run.signal(libc::SIGRTMAX());
+    run.signal(socket_signal);
     wait_line(&out, &rtmax, 5 * SEC);
     assert_eq!(http_status(port, "/live"), Some(200));
     assert_eq!((count_lines(&out, &sigio), count_lines(&out, &rtmax)), (1, 1));
