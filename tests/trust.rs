@@ -58,8 +58,12 @@ fn huge_durations_are_refused_at_parse() {
         cmd.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         let pid = child.id() as i32;
-        // On the old code lastcall starts the app; its first TERM then overflows the clock.
-        std::thread::sleep(Duration::from_millis(300));
+        // On the old code lastcall starts the app and runs on; its first TERM then overflows the
+        // clock. Refused at parse, it is gone at once.
+        let settled = Instant::now() + Duration::from_millis(300);
+        while alive(pid) && Instant::now() < settled {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         if alive(pid) {
             kill(pid, libc::SIGTERM);
         }
@@ -448,13 +452,19 @@ fn dropped_log_lines_are_counted_once_the_pipe_drains() {
 
 /// A flood client for the health endpoint, loopback only, bounded in time and connections:
 /// "idle" keeps up to 150 silent connections open, replacing the oldest with a new one as fast
-/// as it can; "churn" connects without blocking and hangs up at once.
+/// as it can, and writes "full" to the file it is given once it holds more than the endpoint's
+/// 64; "churn" connects without blocking and hangs up at once.
 const HEALTH_FLOOD: &str = r#"
 import socket, sys, time
-mode, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+mode, port, seconds, report = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 end = time.monotonic() + seconds
 held = []
+reported = False
 while time.monotonic() < end:
+    if not reported and len(held) > 64:
+        with open(report, "a") as f:
+            f.write("full\n")
+        reported = True
     s = socket.socket()
     if mode == "idle":
         s.settimeout(1)
@@ -484,11 +494,13 @@ fn probes_get_through_idle_and_churn_floods() {
     let listen = format!("127.0.0.1:{port}");
     let _run = start(Mode::Plain, &dir, &["--health-listen", &listen], &["sleep", "60"]);
     wait_until(10 * SEC, "the health endpoint", || http(port, "GET /ready HTTP/1.1\r\n\r\n", SEC));
+    let report = dir.join("floods");
     let mut floods: Vec<std::process::Child> = ["idle", "idle", "churn", "churn"]
         .iter()
         .map(|mode| {
             Command::new("python3")
                 .args(["-c", HEALTH_FLOOD, mode, &port.to_string(), "6"])
+                .arg(&report)
                 .stdin(Stdio::null())
                 .spawn()
                 .unwrap()
@@ -504,8 +516,9 @@ fn probes_get_through_idle_and_churn_floods() {
         }
     }
     let floods = Reap(&mut floods);
-    // Give the floods a moment to fill the 64 slots, then probe as a kubelet would, but often.
-    std::thread::sleep(SEC);
+    // Once both idle floods hold more than the endpoint's 64 slots, probe as a kubelet would,
+    // but often.
+    wait_until(10 * SEC, "the idle floods to fill the endpoint", || (lines(&report).len() >= 2).then_some(()));
     let (mut ok, mut failed) = (0, Vec::new());
     let end = Instant::now() + 4 * SEC;
     while Instant::now() < end {
