@@ -287,7 +287,7 @@ pub fn spawn(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
     // came from outside this function's view.
     let errno = unsafe { std::ptr::read_volatile(&(*setup_ptr).exec_errno) };
     if errno != 0 {
-        // The child exited 127 right after; collect it now.
+        // The child exited right after; collect it now.
         // SAFETY: waitpid on our own child, no status wanted.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
         return Err(StartFailure::Exec(io::Error::from_raw_os_error(errno)));
@@ -330,8 +330,11 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
         // inherited ones, and exec resets handlers).
         let _ = set_signal_mask(libc::SIG_SETMASK, setup.mask);
         libc::execvpe(*setup.argv, setup.argv, setup.envp);
-        setup.exec_errno = *libc::__errno_location();
-        libc::_exit(127)
+        let errno = *libc::__errno_location();
+        setup.exec_errno = errno;
+        // qemu-user runs a CLONE_VM|CLONE_VFORK clone as a plain fork, so there lastcall never
+        // sees the errno written above, only this exit status: tini's rule, as lastcall's own.
+        libc::_exit(if errno == libc::ENOENT || errno == libc::ENOTDIR { 127 } else { 126 })
     }
 }
 
