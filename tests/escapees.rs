@@ -6,67 +6,12 @@ mod common;
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
 
 const SEC: Duration = Duration::from_secs(1);
-
-/// A pids cgroup of its own (v2 if the pids controller is there, else v1), removed on drop with
-/// everything in it, even when the test fails.
-struct PidsCgroup {
-    dir: PathBuf,
-}
-
-impl PidsCgroup {
-    fn new(max: u32) -> PidsCgroup {
-        let name = format!("lastcall-test-{}-{}", std::process::id(), monotonic_ns());
-        let v2 = Path::new("/sys/fs/cgroup");
-        let v2_has_pids = fs::read_to_string(v2.join("cgroup.subtree_control")).is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"));
-        let candidates = [v2_has_pids.then(|| v2.to_path_buf()), Some(PathBuf::from("/sys/fs/cgroup/pids"))];
-        for root in candidates.into_iter().flatten() {
-            let dir = root.join(&name);
-            if fs::create_dir(&dir).is_err() {
-                continue;
-            }
-            let cgroup = PidsCgroup { dir };
-            if fs::write(cgroup.dir.join("pids.max"), max.to_string()).is_ok() {
-                return cgroup;
-            }
-        }
-        panic!("no pids cgroup controller to test with (tried cgroup v2 and /sys/fs/cgroup/pids)");
-    }
-
-    fn procs_file(&self) -> PathBuf {
-        self.dir.join("cgroup.procs")
-    }
-
-    /// The processes in the cgroup that are not zombies.
-    fn living(&self) -> Vec<i32> {
-        let text = fs::read_to_string(self.procs_file()).unwrap_or_default();
-        text.split_whitespace().filter_map(|p| p.parse().ok()).filter(|&p| alive(p)).collect()
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        // A fork bomb refills what is killed, so kill until nothing is left (bounded).
-        for _ in 0..2000 {
-            let living = self.living();
-            if living.is_empty() && fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            for pid in living {
-                // SAFETY: kill takes plain integers.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        eprintln!("could not remove {}", self.dir.display());
-    }
-}
 
 /// Forks forever; every child starts a session of its own (out of reach of the app's process
 /// group) and ignores TERM. A failed fork (the pids limit) waits 50 ms to spare the machine.

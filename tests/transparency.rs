@@ -9,7 +9,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -331,46 +331,6 @@ impl Drop for KillTree {
         for pid in descendants(self.0).into_iter().chain([self.0]) {
             // SAFETY: kill takes plain integers.
             unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-}
-
-/// A pids cgroup of its own (cgroup v2 where it has the pids controller, else v1's), removed on
-/// drop with whatever is in it.
-struct PidsCgroup {
-    dir: PathBuf,
-}
-
-impl PidsCgroup {
-    fn new(max: u32) -> PidsCgroup {
-        let name = format!("lastcall-transparency-{}-{}", std::process::id(), monotonic_ns());
-        let has_pids = |root: &Path| fs::read_to_string(root.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"));
-        let roots = [Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup")];
-        let v2 = roots.into_iter().find(|r| has_pids(r)).map(Path::to_path_buf);
-        for root in [v2, Some(PathBuf::from("/sys/fs/cgroup/pids"))].into_iter().flatten() {
-            let dir = root.join(&name);
-            if fs::create_dir(&dir).is_err() {
-                continue;
-            }
-            let cgroup = PidsCgroup { dir };
-            if fs::write(cgroup.dir.join("pids.max"), max.to_string()).is_ok() {
-                return cgroup;
-            }
-        }
-        panic!("no pids cgroup to test with (cgroup v2 or /sys/fs/cgroup/pids)");
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-        for pid in procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-            // SAFETY: kill takes plain integers.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        let deadline = Instant::now() + 10 * SEC;
-        while fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }

@@ -246,3 +246,62 @@ pub fn run_to_end<S: AsRef<OsStr>>(mode: Mode, args: &[S], env: &[(&str, &str)])
     let code = out.status.code().unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
     (code, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// A pids cgroup of its own (cgroup v2 where it has the pids controller, else v1's), with `max`
+/// in pids.max, removed on drop with everything in it, even when the test fails.
+pub struct PidsCgroup {
+    pub dir: PathBuf,
+}
+
+impl PidsCgroup {
+    pub fn new(max: u32) -> PidsCgroup {
+        let name = format!("lastcall-test-{}-{}", std::process::id(), monotonic_ns());
+        // A cgroup2 root lists pids in cgroup.controllers (a hybrid host's /sys/fs/cgroup is a
+        // tmpfs, where a "pids.max" would be a plain file); v1 has its own hierarchy.
+        let has_pids = |root: &Path| {
+            fs::read_to_string(root.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+        };
+        let v2 = [Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup")].into_iter().filter(|r| has_pids(r));
+        let v1 = Path::new("/sys/fs/cgroup/pids");
+        for root in v2.chain([v1].into_iter().filter(|r| r.join("pids.max").exists() || r.join("tasks").exists())) {
+            let dir = root.join(&name);
+            if fs::create_dir(&dir).is_err() {
+                continue;
+            }
+            // Fails where the parent does not hand the pids controller down (subtree_control).
+            if fs::write(dir.join("pids.max"), max.to_string()).is_ok() {
+                return PidsCgroup { dir };
+            }
+            let _ = fs::remove_dir(&dir);
+        }
+        panic!("no pids cgroup controller to test with (tried cgroup v2 and /sys/fs/cgroup/pids)");
+    }
+
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// The processes in the cgroup that are not zombies.
+    pub fn living(&self) -> Vec<i32> {
+        let text = fs::read_to_string(self.procs_file()).unwrap_or_default();
+        text.split_whitespace().filter_map(|p| p.parse().ok()).filter(|&p| alive(p)).collect()
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        // A fork bomb refills what is killed, so kill until nothing is left (bounded).
+        for _ in 0..2000 {
+            let living = self.living();
+            if living.is_empty() && fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            for pid in living {
+                // SAFETY: kill takes plain integers.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        eprintln!("could not remove {}", self.dir.display());
+    }
+}
