@@ -16,6 +16,7 @@ use std::io;
 
 use nix::errno::Errno;
 
+use crate::personality::{self, Personality};
 use crate::signals::Sig;
 use crate::sys;
 
@@ -39,20 +40,19 @@ impl Error {
         Error::Setup { what: what.into(), source: io::Error::from(errno) }
     }
 
+    /// lastcall's own exit code for this error.
     pub fn exit_code(&self) -> i32 {
-        match self {
-            Error::Usage(_) => USAGE,
-            Error::Exec { source, .. } => exec_failure_code(source),
-            Error::Setup { .. } => SETUP,
-        }
+        self.exit_code_as(&personality::LASTCALL)
     }
-}
 
-/// tini's rule: "not found" is 127, anything else that stops exec is 126.
-fn exec_failure_code(err: &io::Error) -> i32 {
-    match err.raw_os_error() {
-        Some(libc::ENOENT) | Some(libc::ENOTDIR) => NOT_FOUND,
-        _ => NOT_EXECUTABLE,
+    /// The exit code under `personality`'s name: the peers exit 1 for their own usage and set-up
+    /// failures, and each has its own codes for exec's.
+    pub fn exit_code_as(&self, personality: &Personality) -> i32 {
+        match self {
+            Error::Usage(_) => personality.usage_exit,
+            Error::Exec { source, .. } => personality.exec_failure_code(source.raw_os_error()),
+            Error::Setup { .. } => personality.setup_exit,
+        }
     }
 }
 
@@ -86,7 +86,7 @@ impl fmt::Display for Error {
         match self {
             Error::Usage(msg) => write!(f, "{}", OneLine(msg)),
             Error::Exec { command, source } => {
-                let reason = match exec_failure_code(source) {
+                let reason = match self.exit_code() {
                     NOT_FOUND => "command not found".to_string(),
                     _ => strip_os_error(source),
                 };

@@ -168,10 +168,10 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
 /// child's exit code, so `-e` maps it too).
 fn exec_failed(config: &Config, e: Error) -> i32 {
     error!("{e}");
-    let Error::Exec { source, .. } = &e else { return e.exit_code() };
     let p = config.personality;
-    let code = p.exec_failure_code(source.raw_os_error());
-    if p.remap_exec_failure && config.remap_exit.contains(&code) {
+    let code = e.exit_code_as(p);
+    let remapped = matches!(e, Error::Exec { .. }) && p.remap_exec_failure && config.remap_exit.contains(&code);
+    if remapped {
         0
     } else {
         code
