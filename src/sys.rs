@@ -333,8 +333,9 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
         let errno = *libc::__errno_location();
         setup.exec_errno = errno;
         // qemu-user runs a CLONE_VM|CLONE_VFORK clone as a plain fork, so there lastcall never
-        // sees the errno written above, only this exit status: tini's rule, as lastcall's own.
-        libc::_exit(if errno == libc::ENOENT || errno == libc::ENOTDIR { 127 } else { 126 })
+        // sees the errno written above, only this exit status: lastcall's own code for it (a
+        // lookup in a static table, safe here).
+        libc::_exit(crate::personality::LASTCALL.exec_failure_code(Some(errno)))
     }
 }
 
