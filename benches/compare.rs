@@ -1,6 +1,13 @@
 //! lastcall against tini, tini-static, dumb-init and catatonit, all measured in the same run.
 //!
 //!     cargo bench --bench compare            # SCALE=0.2 for a quick look
+//!     ONLY=instructions cargo bench --bench compare   # only the callgrind rows
+//!
+//! `ONLY` takes a comma-separated list of sections: size, startup, latency, instructions, idle,
+//! storm, reaping, grace. A run counts only on a quiet machine: the load average (/proc/loadavg)
+//! is recorded before and after every section, and a run with a timed section refuses to start
+//! above 1.0 (LASTCALL_BENCH_LOADED=1 runs it anyway, every section above 1.0 marked in the
+//! output). Instruction counts (callgrind) and sizes do not depend on the load.
 //!
 //! The machine is shared and noisy, so contenders take turns (spawn by spawn, signal by
 //! signal) rather than running one after another, and the table reports medians and ratios to
@@ -58,7 +65,8 @@ impl Init {
 }
 
 /// lastcall; lastcall with a health endpoint and with a notify socket, the README's recommended
-/// set-ups, whose sockets share the loop with the signals; the peers that are installed;
+/// set-ups, whose sockets share the loop with the signals; with --setsid and -c (dumb-init's
+/// modes: a session, lastcall's own group); the peers that are installed;
 /// and the builds or options named in LASTCALL_BENCH_EXTRA (`NAME=PATH[,ARG...];...`, e.g.
 /// `old=/tmp/lastcall-old,--`). Everything that is not a peer gets its own ratio to the best
 /// peer. `notify_socket` is where the notify variant's NOTIFY_SOCKET points.
@@ -77,6 +85,8 @@ fn contenders(notify_socket: &Path) -> Vec<Init> {
             peer: false,
             env: vec![("NOTIFY_SOCKET".into(), notify_socket.display().to_string())],
         },
+        Init { name: "lastcall --setsid".into(), path: LASTCALL.into(), args: owned(&["--setsid", "--"]), peer: false, env: vec![] },
+        Init { name: "lastcall -c".into(), path: LASTCALL.into(), args: owned(&["-c", "--"]), peer: false, env: vec![] },
     ];
     for (name, path, args) in [
         ("tini", "/usr/bin/tini", &["-s", "--"][..]),
@@ -101,6 +111,37 @@ fn contenders(notify_socket: &Path) -> Vec<Init> {
         inits.push(Init { name: name.into(), path, args: words.collect(), peer: false, env: vec![] });
     }
     inits
+}
+
+/// Whether `ONLY` (comma-separated) names `section`; without ONLY, every section runs.
+fn wanted(section: &str) -> bool {
+    std::env::var("ONLY").map_or(true, |only| only.split(',').any(|s| s.trim() == section))
+}
+
+/// The sections whose figures are times, which a loaded machine makes noise of.
+const TIMED: [&str; 6] = ["startup", "latency", "idle", "storm", "reaping", "grace"];
+
+/// The 1-minute load average.
+fn loadavg() -> f64 {
+    fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next()?.parse().ok()).unwrap_or(f64::NAN)
+}
+
+/// Above this load average a timed section is no measurement.
+const QUIET: f64 = 1.0;
+
+/// The load average before and after each section that ran.
+struct LoadLog(Vec<(&'static str, f64, f64)>);
+
+impl LoadLog {
+    /// Runs `section` if ONLY asks for it, recording the load around it.
+    fn section(&mut self, name: &'static str, run: impl FnOnce()) {
+        if !wanted(name) {
+            return;
+        }
+        let before = loadavg();
+        run();
+        self.0.push((name, before, loadavg()));
+    }
 }
 
 fn monotonic_ns() -> u64 {
@@ -310,19 +351,40 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` and `cargo test --benches` ask for test names: none here
     }
+    let timed = TIMED.iter().any(|s| wanted(s));
+    let load = loadavg();
+    if timed && load > QUIET {
+        if std::env::var_os("LASTCALL_BENCH_LOADED").is_none() {
+            eprintln!(
+                "the load average is {load:.2} (above {QUIET}): timings now would be noise. Wait for a quiet machine, \
+                 run ONLY=instructions (callgrind counts do not depend on the load), or set LASTCALL_BENCH_LOADED=1 \
+                 to run anyway with every loaded section marked"
+            );
+            std::process::exit(1);
+        }
+        eprintln!("note: load average {load:.2}, above {QUIET}: this run's timings are marked as not a measurement");
+    }
+    let mut load_log = LoadLog(Vec::new());
     let scale: f64 = std::env::var("SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let n = |full: usize| ((full as f64 * scale).round() as usize).max(5);
     let fixture = build_static("fixture");
-    // The notify variant's service manager: a socket nobody reads (lastcall only writes to it at
-    // shutdown), kept open for the whole run.
+    // The notify variant's service manager: a socket kept open for the whole run (lastcall
+    // writes to it at shutdown, and relays the app's messages).
     let notify_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-notify.sock");
     let _ = fs::remove_file(&notify_path);
     let _notify_socket = std::os::unix::net::UnixDatagram::bind(&notify_path).expect("a notify socket");
+    // Read as a service manager would, so that a flood relayed to it does not fill its buffer.
+    let manager = _notify_socket.try_clone().expect("a notify socket");
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while manager.recv(&mut buf).is_ok() {}
+    });
     let inits = contenders(&notify_path);
     let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
     let mut rows: Vec<Row> = Vec::new();
 
-    // Size, and whether the binary is static.
+    // Size, and whether the binary is static (always: the table's size ratio needs it).
+    let before = loadavg();
     let mut static_text = Vec::new();
     rows.push(Row::new(
         "binary size (ratio: to the static peers)",
@@ -334,8 +396,10 @@ fn main() {
         static_text.push(if out.contains("statically linked") || out.contains("static-pie") { "yes".into() } else { "no".into() });
     }
     rows.push(Row::new("static?", vec![None; inits.len()], "").with_text(static_text));
+    load_log.0.push(("size", before, loadavg()));
 
     // Start-up overhead: INIT -- true against true alone, spawn by spawn.
+    load_log.section("startup", || {
     let runs = n(500);
     let mut alone = Vec::new();
     let mut with: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
@@ -359,16 +423,8 @@ fn main() {
     let alone_median = percentile(&sorted(alone.clone()), 0.5);
     rows.push(Row::new(format!("start-up overhead, mean of {runs} (total − true alone)"), with.iter().map(|w| Some((w.iter().sum::<f64>() - alone_total) / runs as f64)).collect(), "µs"));
     rows.push(Row::new("start-up overhead, median", with.iter().map(|w| Some(percentile(&sorted(w.clone()), 0.5) - alone_median)).collect(), "µs"));
+    });
 
-    // Forwarding latency, with every init as PID 1 at once, taking turns signal by signal. Where
-    // the scheduler happens to place each process costs more than any init's own work (a
-    // wake-up on an idle core of a VM takes tens of µs), so placement is fixed: all on one
-    // core, then the sender on one core and each init with its child on the other.
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let placements: Vec<(&str, usize, usize)> =
-        if cpus >= 2 { vec![("same core", 0, 0), ("across cores", 0, 1)] } else { vec![("same core", 0, 0)] };
-    // Contenders differ by a few percent of a few µs here, so the medians need many samples.
-    let signals = n(10_000).max(300);
     let start_one = |init: &Init, cpu: Option<usize>| -> (Child, i32, ChildStdout) {
         let mut child = init.as_pid1(&fixture, &[], &["record"], false, cpu).stdin(Stdio::null()).stdout(Stdio::piped()).spawn().unwrap();
         let mut out = child.stdout.take().unwrap();
@@ -378,6 +434,17 @@ fn main() {
         (child, pid, out)
     };
     let start_all = |cpu: Option<usize>| -> Vec<(Child, i32, ChildStdout)> { inits.iter().map(|init| start_one(init, cpu)).collect() };
+
+    // Forwarding latency, with every init as PID 1 at once, taking turns signal by signal. Where
+    // the scheduler happens to place each process costs more than any init's own work (a
+    // wake-up on an idle core of a VM takes tens of µs), so placement is fixed: all on one
+    // core, then the sender on one core and each init with its child on the other.
+    load_log.section("latency", || {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let placements: Vec<(&str, usize, usize)> =
+        if cpus >= 2 { vec![("same core", 0, 0), ("across cores", 0, 1)] } else { vec![("same core", 0, 0)] };
+    // Contenders differ by a few percent of a few µs here, so the medians need many samples.
+    let signals = n(10_000).max(300);
     for (label, sender_cpu, init_cpu) in placements {
         pin_self(Some(sender_cpu), cpus);
         let mut latency: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
@@ -422,31 +489,48 @@ fn main() {
         p99.ratio_ci = ci99;
         rows.extend([p50, p99]);
     }
+    });
 
     // The work behind those figures, without the noise: instructions each init runs per
     // forwarded signal, as counted by callgrind (the same count on every run).
-    let valgrind = valgrind_works();
-    if valgrind {
-        let signals = n(1000);
-        let counts = inits.iter().map(|init| instructions_per_signal(init, &fixture, signals)).collect();
-        rows.push(Row::new(format!("instructions per forwarded signal (callgrind, {signals} signals)"), counts, ""));
-    } else {
+    load_log.section("instructions", || {
+    if !valgrind_works() {
         eprintln!("note: valgrind is missing (apt-get install valgrind); leaving out the instruction counts");
+        return;
     }
+    let signals = n(1000);
+    let counts = inits.iter().map(|init| instructions_per_signal(init, &fixture, signals)).collect();
+    rows.push(Row::new(format!("instructions per forwarded signal (callgrind, {signals} signals)"), counts, ""));
+    let orphans = n(300);
+    let counts = inits.iter().map(|init| instructions_per_orphan(init, &fixture, orphans)).collect();
+    rows.push(Row::new(format!("instructions per reaped orphan (callgrind, {orphans} orphans 2 ms apart)"), counts, ""));
+    // The health endpoint's own cost, in the one set-up that has it.
+    let requests = n(200);
+    let counts = inits.iter().map(|init| health_port(init).and_then(|port| instructions_per_health_request(init, &fixture, port, requests))).collect();
+    rows.push(Row::new(format!("instructions per health request (callgrind, {requests} GET /ready)"), counts, ""));
+    });
 
-    // Idle wake-ups and idle RSS, all idle at once; then the signal storm.
-    let mut running = start_all(None);
+    // Idle wake-ups and idle RSS, all idle at once.
+    load_log.section("idle", || {
+    let running = start_all(None);
     let idle = Duration::from_secs_f64(5.0 * scale.min(1.0)).max(Duration::from_secs(2));
     let before: Vec<u64> = running.iter().map(|(_, pid, _)| status_field(*pid, "voluntary_ctxt_switches") + status_field(*pid, "nonvoluntary_ctxt_switches")).collect();
     std::thread::sleep(idle);
     let after: Vec<u64> = running.iter().map(|(_, pid, _)| status_field(*pid, "voluntary_ctxt_switches") + status_field(*pid, "nonvoluntary_ctxt_switches")).collect();
     rows.push(Row::new(format!("idle wake-ups in {:.0}s", idle.as_secs_f64()), before.iter().zip(&after).map(|(b, a)| Some((a - b) as f64)).collect(), ""));
     rows.push(Row::new("idle RSS", running.iter().map(|(_, pid, _)| Some(status_field(*pid, "VmRSS:") as f64)).collect(), "KiB"));
+    for (mut child, pid, _) in running {
+        kill(pid, libc::SIGKILL);
+        let _ = child.wait();
+    }
+    });
 
     // Signal storm: 10k signals in a burst, then TERM; the init must survive and pass TERM on.
     // Standard signals pending twice are merged, so how many reach the child depends on how
     // fast the init takes them: a quick init forwards more, and the child's handler then
     // writes more. The time is therefore shown, not compared.
+    load_log.section("storm", || {
+    let mut running = start_all(None);
     let mut storm_text = Vec::new();
     for (child, pid, out) in running.iter_mut() {
         let mut reader = out.try_clone_fd();
@@ -480,9 +564,11 @@ fn main() {
         ));
     }
     rows.push(Row::new("signal storm (10k USR1, then TERM)", vec![None; inits.len()], "").with_text(storm_text));
+    });
 
     // Reaping: a child leaves 2000 orphans; time until none is left, and the most at once. The
     // time is mostly the child's own forking, so it is noisy: 15 rounds, each init in turn.
+    load_log.section("reaping", || {
     let orphans = n(2000).to_string();
     let rounds = 15;
     let mut reap_ms: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
@@ -503,40 +589,109 @@ fn main() {
     reaping.ratio_ci = bootstrap_ratio_cis(&reap_ms, &peers, 0.5);
     rows.push(reaping);
     rows.push(Row::new(format!("most zombies at once (sampled every 100 forks), median of {rounds}"), most.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(), ""));
-    if valgrind {
-        let orphans = n(300);
-        let counts = inits.iter().map(|init| instructions_per_orphan(init, &fixture, orphans)).collect();
-        rows.push(Row::new(format!("instructions per reaped orphan (callgrind, {orphans} orphans 2 ms apart)"), counts, ""));
-    }
+    });
 
-    // Shutdown accuracy: only lastcall has a grace deadline to measure.
-    let grace = Duration::from_millis(300);
-    let mut overshoot = Vec::new();
-    for _ in 0..n(40) {
-        let mut child = inits[0]
-            .as_pid1(&fixture, &["--grace", "300ms"], &["ignore-term"], false, None)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = [0u8; 1];
-        child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
-        let pid = init_pid(&child);
-        let t = Instant::now();
-        kill(pid, libc::SIGTERM);
-        let status = child.wait().unwrap();
-        assert_eq!(status.code().or(status.signal().map(|s| 128 + s)), Some(137));
-        overshoot.push((t.elapsed().as_secs_f64() - grace.as_secs_f64()) * 1000.0);
+    // Shutdown accuracy: only lastcall has a grace deadline to measure. Quiet, then with the app
+    // flooding lastcall's notify socket, then with clients flooding its health endpoint: the
+    // deadline must hold whatever the sockets bring.
+    load_log.section("grace", || {
+    let plain = inits.iter().position(|i| i.name == "lastcall").unwrap();
+    let health = inits.iter().position(|i| health_port(i).is_some()).unwrap();
+    let notify = inits.iter().position(|i| i.name == "lastcall, NOTIFY_SOCKET").unwrap();
+    for (i, mode, flood, label) in [
+        (plain, "ignore-term", false, ""),
+        (notify, "notify-flood", false, " during a notify flood"),
+        (health, "ignore-term", true, " during a health flood"),
+    ] {
+        let overshoot = sorted((0..n(40)).map(|_| grace_lateness(&inits[i], &fixture, mode, flood)).collect());
+        let mut p50 = vec![None; inits.len()];
+        p50[i] = Some(percentile(&overshoot, 0.5));
+        let mut p99 = vec![None; inits.len()];
+        p99[i] = Some(percentile(&overshoot, 0.99));
+        rows.push(Row::new(format!("SIGKILL after --grace 300ms{label}, p50 late by"), p50, "ms"));
+        rows.push(Row::new(format!("SIGKILL after --grace 300ms{label}, p99 late by"), p99, "ms"));
     }
-    let overshoot = sorted(overshoot);
-    let mut accuracy = vec![None; inits.len()];
-    accuracy[0] = Some(percentile(&overshoot, 0.5));
-    let mut accuracy99 = vec![None; inits.len()];
-    accuracy99[0] = Some(percentile(&overshoot, 0.99));
-    rows.push(Row::new("SIGKILL after --grace 300ms, p50 late by", accuracy, "ms"));
-    rows.push(Row::new("SIGKILL after --grace 300ms, p99 late by", accuracy99, "ms"));
+    });
 
     print_table(&inits, &rows);
+    print_load(&load_log);
+}
+
+/// The load average around each section, and whether a timed one ran on a loaded machine.
+fn print_load(log: &LoadLog) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "\n| section | load average before | after | |\n|---|---|---|---|");
+    for &(name, before, after) in &log.0 {
+        let mark = if TIMED.contains(&name) && (before > QUIET || after > QUIET) { "**loaded: not a measurement**" } else { "" };
+        let _ = writeln!(out, "| {name} | {before:.2} | {after:.2} | {mark} |");
+    }
+}
+
+/// The port of an init's --health-listen, if it has one.
+fn health_port(init: &Init) -> Option<u16> {
+    let at = init.args.iter().position(|a| a == "--health-listen")?;
+    init.args.get(at + 1)?.rsplit_once(':')?.1.parse().ok()
+}
+
+/// One GET /ready, read to the end (the endpoint closes the connection).
+fn health_request(port: u16) -> bool {
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let mut answer = Vec::new();
+    stream.write_all(b"GET /ready HTTP/1.0\r\n\r\n").is_ok() && stream.read_to_end(&mut answer).is_ok() && answer.starts_with(b"HTTP/1.1 200")
+}
+
+/// User-space instructions lastcall runs per health request: as per signal, with requests.
+fn instructions_per_health_request(init: &Init, fixture: &Path, port: u16, requests: usize) -> Option<f64> {
+    let total = |count: usize| {
+        callgrind_total(init, fixture, &["record"], false, |child| {
+            let mut stdout = child.stdout.take()?;
+            let mut buf = [0u8; 8];
+            // The endpoint listens before the command starts.
+            stdout.read_exact(&mut buf[..1]).ok()?;
+            for _ in 0..count {
+                if !health_request(port) {
+                    return None;
+                }
+            }
+            kill(child.id() as i32, libc::SIGTERM);
+            stdout.read_exact(&mut buf).ok()?;
+            child.wait().ok().map(drop)
+        })
+    };
+    Some((total(requests)? - total(0)?) / requests as f64)
+}
+
+/// How late (ms) the SIGKILL of `--grace 300ms` ends `init` as PID 1 around `fixture mode`
+/// (which ignores TERM), with two threads flooding its health endpoint if `health_flood`.
+fn grace_lateness(init: &Init, fixture: &Path, mode: &str, health_flood: bool) -> f64 {
+    let grace = Duration::from_millis(300);
+    // Its own /proc, so that the notify relay finds the app's messages to be the service's.
+    let mut child = init.as_pid1(fixture, &["--grace", "300ms"], &[mode], true, None).stdin(Stdio::null()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut ready = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
+    let pid = init_pid(&child);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooders: Vec<_> = match health_port(init).filter(|_| health_flood) {
+        Some(port) => (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        health_request(port);
+                    }
+                })
+            })
+            .collect(),
+        None => vec![],
+    };
+    let t = Instant::now();
+    kill(pid, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let late = (t.elapsed().as_secs_f64() - grace.as_secs_f64()) * 1000.0;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flooders.into_iter().for_each(|f| drop(f.join()));
+    assert_eq!(status.code().or(status.signal().map(|s| 128 + s)), Some(137), "{} {mode}", init.name);
+    late
 }
 
 fn print_table(inits: &[Init], rows: &[Row]) {

@@ -5,17 +5,23 @@
  *                           write 0 and exit 0
  *   fixture sleep           wait forever
  *   fixture ignore-term     ignore TERM, write "r" to stdout, wait forever
+ *   fixture notify-flood    ignore TERM, write "r" to stdout, then send datagrams to
+ *                           $NOTIFY_SOCKET as fast as it can, forever
  *   fixture orphans N [US]  leave N orphans for PID 1 (pausing US microseconds after each, so
  *                           that each SIGCHLD stands for one exit), sample the namespace's
- *                           zombies, wait until none is left; print "<ms> <most zombies at once>"
+ *                           zombies, wait until none is left (and no orphan is still running);
+ *                           print "<ms> <most zombies at once>"
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,14 +45,21 @@ static void on_term(int sig) {
     _exit(0);
 }
 
-static int count_zombies(void) {
+/* The zombies in the namespace; with `others`, also every other process but PID 1 and this one
+ * (an orphan not yet run is not a zombie yet, and must not outlive the run). */
+static int count_zombies(int others) {
     DIR *proc = opendir("/proc");
     struct dirent *e;
-    int zombies = 0;
+    int zombies = 0, self = getpid();
     char path[64], buf[512];
     if (!proc) return -1;
     while ((e = readdir(proc))) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        int pid = atoi(e->d_name);
+        if (others && pid != 1 && pid != self) {
+            zombies++;
+            continue;
+        }
         snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
         FILE *f = fopen(path, "r");
         if (!f) continue;
@@ -78,6 +91,18 @@ int main(int argc, char **argv) {
         (void)!write(1, "r", 1);
         for (;;) pause();
     }
+    if (!strcmp(mode, "notify-flood")) {
+        signal(SIGTERM, SIG_IGN);
+        const char *name = getenv("NOTIFY_SOCKET");
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        if (!name || strlen(name) >= sizeof addr.sun_path) return 2;
+        strcpy(addr.sun_path, name);
+        if (addr.sun_path[0] == '@') addr.sun_path[0] = 0;
+        socklen_t len = offsetof(struct sockaddr_un, sun_path) + strlen(name);
+        int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+        (void)!write(1, "r", 1);
+        for (;;) (void)!sendto(fd, "STATUS=flood\n", 13, 0, (struct sockaddr *)&addr, len);
+    }
     if (!strcmp(mode, "orphans")) {
         int n = argc > 2 ? atoi(argv[2]) : 2000, pace = argc > 3 ? atoi(argv[3]) : 0, most = 0;
         uint64_t start = now_ns();
@@ -90,14 +115,14 @@ int main(int argc, char **argv) {
             waitpid(pid, NULL, 0);
             if (pace > 0) usleep(pace);
             if (i % 100 == 99) {
-                int z = count_zombies();
+                int z = count_zombies(0);
                 if (z > most) most = z;
             }
         }
         for (;;) {
-            int z = count_zombies();
+            int z = count_zombies(0);
             if (z > most) most = z;
-            if (z == 0) break;
+            if (z == 0 && count_zombies(1) == 0) break;
             usleep(1000);
         }
         printf("%.3f %d\n", (now_ns() - start) / 1e6, most);

@@ -3,6 +3,8 @@
 //! the terminal's foreground if lastcall has it, and only the file descriptors lastcall was
 //! given (everything lastcall opens itself is close-on-exec), which lastcall then closes for
 //! itself.
+//!
+//! May import: error, signals, sys.
 
 use std::ffi::{CString, OsString};
 use std::io::{self, IsTerminal};
@@ -24,6 +26,11 @@ pub struct Launch<'a> {
     pub env: Vec<(String, OsString)>,
     /// The signal mask lastcall was started with.
     pub mask: &'a SigSet,
+    /// Who the app runs as (`--user`), if not lastcall's own user.
+    pub ids: Option<sys::Ids>,
+    pub no_new_privs: bool,
+    /// The child's own exit status if its start fails, from the personality.
+    pub exits: sys::ChildExitCodes,
 }
 
 pub struct Started {
@@ -50,9 +57,30 @@ pub fn spawn(launch: &Launch) -> Result<Started, Error> {
     if launch.detach == Detach::Session && take_terminal {
         early_signals = hand_over_terminal();
     }
-    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, &renamed, *launch.mask);
-    let pid = Pid::from_raw(sys::spawn(&mut plan).map_err(|failure| start_error(program, failure))?);
+    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, &renamed, *launch.mask)
+        .run_as(switch_needed(launch.ids.as_ref()), launch.no_new_privs);
+    let pid = Pid::from_raw(sys::spawn(&mut plan, &launch.exits).map_err(|failure| start_error(program, failure))?);
     Ok(Started { pid, early_signals })
+}
+
+/// The ids to switch to, unless lastcall, not root, already runs as that user and group (the
+/// platform started the container as the user `--user` names: `docker run --user`, a pod's
+/// runAsUser): then there is nothing to switch, and only root could change the groups.
+fn switch_needed(ids: Option<&sys::Ids>) -> Option<sys::Ids> {
+    let ids = ids?;
+    if ids.uid == 0 || !sys::runs_as(ids.uid, ids.gid) {
+        return Some(ids.clone());
+    }
+    let mut have = sys::supplementary_groups();
+    let mut want = ids.groups.clone();
+    have.sort_unstable();
+    want.sort_unstable();
+    want.dedup();
+    have.dedup();
+    if have != want {
+        log::warn!("already running as uid {} gid {}: supplementary groups {have:?} kept (--user wants {want:?}, which only root can set)", ids.uid, ids.gid);
+    }
+    None
 }
 
 /// Only exec's own failure of the command is the command's (126/127). lastcall failing to start

@@ -1,14 +1,8 @@
-//! lastcall's errors, and the one place its exit codes are decided.
+//! lastcall's errors: what went wrong, how it reads in one line, and how lastcall ends
+//! (`exit_like`). Which code each error and each ending gets is the personality's
+//! (`personality`, the one owner of exit codes).
 //!
-//! | exit code | meaning                                                          |
-//! |-----------|------------------------------------------------------------------|
-//! | N         | the main child exited with N                                     |
-//! | 128+N     | the main child died from signal N (137 after the SIGKILL escalation), as PID 1 |
-//! | signal N  | not PID 1: lastcall ends by the signal that ended the app (`exit_like`) |
-//! | 126       | the command was found but could not be executed (permissions, not a program) |
-//! | 127       | the command was not found                                        |
-//! | 125       | lastcall itself failed (set-up, starting a process: no pids or memory) |
-//! | 2         | usage error: bad option, bad value, no command                   |
+//! May import: personality, signals, sys.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -19,11 +13,6 @@ use nix::errno::Errno;
 use crate::personality::{self, Personality};
 use crate::signals::Sig;
 use crate::sys;
-
-pub const USAGE: i32 = 2;
-pub const SETUP: i32 = 125;
-pub const NOT_EXECUTABLE: i32 = 126;
-pub const NOT_FOUND: i32 = 127;
 
 #[derive(Debug)]
 pub enum Error {
@@ -86,8 +75,9 @@ impl fmt::Display for Error {
         match self {
             Error::Usage(msg) => write!(f, "{}", OneLine(msg)),
             Error::Exec { command, source } => {
-                let reason = match self.exit_code() {
-                    NOT_FOUND => "command not found".to_string(),
+                // What lastcall's own codes call "not found" (127).
+                let reason = match source.raw_os_error() {
+                    Some(libc::ENOENT | libc::ENOTDIR) => "command not found".to_string(),
                     _ => strip_os_error(source),
                 };
                 write!(f, "cannot run '{}': {reason}", OneLine(&command.to_string_lossy()))

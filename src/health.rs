@@ -9,6 +9,8 @@
 //! if none is idle: a flood of idle or churning clients cannot lock a probe out. At most
 //! `ACCEPT_BATCH` connections are accepted per wake-up, so that the requests of those already
 //! accepted are read before a flood behind them could push them out.
+//!
+//! May import: machine, metrics, sys.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant};
 use log::debug;
 
 use crate::machine::later;
+use crate::metrics::Snapshot;
+use crate::sys;
 use nix::poll::PollFlags;
 
 pub const MAX_CONNECTIONS: usize = 64;
@@ -27,9 +31,14 @@ pub const TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Health {
     listener: TcpListener,
     conns: Vec<Conn>,
+    /// How many connections may be open at once: `MAX_CONNECTIONS`, or fewer when the fd limit
+    /// leaves fewer (`fit_fd_limit`), so that room is made before accept() runs out of fds.
+    budget: usize,
     /// After accept() fails (out of fds), the listener is left alone until then: it stays
     /// readable, and polling it would spin.
     accept_paused_until: Option<Instant>,
+    /// Connections dropped to make room for new ones, for /metrics.
+    pub evicted: u64,
 }
 
 /// How many connections one wake-up accepts; the listener stays readable for the rest.
@@ -55,7 +64,15 @@ impl Health {
         // std's sockets are close-on-exec, so the child never inherits them.
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
-        Ok(Health { listener, conns: Vec::new(), accept_paused_until: None })
+        Ok(Health { listener, conns: Vec::new(), budget: MAX_CONNECTIONS, accept_paused_until: None, evicted: 0 })
+    }
+
+    /// Fits the connection budget to the fds left under the limit (`free`, once lastcall holds
+    /// every fd of its own), keeping `spare` for /proc reads and the like. Returns the budget:
+    /// at 0 the endpoint cannot answer anyone, which lastcall says at start-up.
+    pub fn fit_fd_limit(&mut self, free: usize, spare: usize) -> usize {
+        self.budget = free.saturating_sub(spare).min(MAX_CONNECTIONS);
+        self.budget
     }
 
     /// The sockets to poll, and for what: the listener first (for nothing while accepting is
@@ -71,74 +88,94 @@ impl Health {
     }
 
     /// Serves what is readable (`readable[i]` for the i-th fd of `fds()`), drops timed-out
-    /// connections, and accepts new ones.
-    pub fn service(&mut self, readable: &[bool], status: Status, now: Instant) {
+    /// connections, and accepts new ones. True when the accept batch ran out: more may wait.
+    pub fn service(&mut self, readable: &[bool], status: Status, metrics: &Snapshot<'_>, now: Instant) -> bool {
         let listener_ready = readable.first().copied().unwrap_or(false);
         // Backwards, so that remove only moves connections already dealt with; it keeps the
         // rest in the order they came, oldest first.
+        let mut held = false;
         for i in (0..self.conns.len()).rev() {
             let was_readable = readable.get(i + 1).copied().unwrap_or(false);
-            if (was_readable && self.conns[i].read_and_answer(status)) || now >= self.conns[i].deadline {
+            if (was_readable && self.conns[i].read_and_answer(status, metrics, &mut held)) || now >= self.conns[i].deadline {
                 self.conns.remove(i);
             }
+        }
+        if held {
+            // Back once the pending signal is handled; no new connection meanwhile.
+            return true;
         }
         if self.accept_paused_until.is_some_and(|until| now >= until) {
             self.accept_paused_until = None;
         }
-        if listener_ready && self.accept_paused_until.is_none() {
-            self.accept(status, now);
-        }
+        listener_ready && self.accept_paused_until.is_none() && self.accept(status, metrics, now)
     }
 
-    fn accept(&mut self, status: Status, now: Instant) {
+    /// Accepts up to `ACCEPT_BATCH` connections; true when it took that many.
+    fn accept(&mut self, status: Status, metrics: &Snapshot<'_>, now: Instant) -> bool {
         for _ in 0..ACCEPT_BATCH {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
-                    if self.conns.len() >= MAX_CONNECTIONS {
-                        self.make_room(status);
+                    if self.conns.len() >= self.budget.max(1) {
+                        self.make_room(status, metrics);
                     }
                     self.conns.push(Conn { stream, request: Vec::new(), deadline: later(now, TIMEOUT) });
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                // Out of fds with connections open: one of them makes room, as when the budget
+                // is reached (the fds may have gone elsewhere, to /proc reads say).
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && !self.conns.is_empty() => {
+                    self.make_room(status, metrics);
+                }
                 // EMFILE and the like: the connection stays queued, so back off for a moment.
                 Err(e) => {
                     debug!("health: accept failed ({e}); pausing for {ACCEPT_BACKOFF:?}");
                     self.accept_paused_until = Some(later(now, ACCEPT_BACKOFF));
-                    return;
+                    return false;
                 }
             }
         }
+        true
     }
 
     /// Frees one slot: the oldest connection that has sent nothing, unless one last read finds
     /// its request (then it is answered); failing that, the oldest.
-    fn make_room(&mut self, status: Status) {
+    fn make_room(&mut self, status: Status, metrics: &Snapshot<'_>) {
         for i in 0..self.conns.len() {
             if !self.conns[i].request.is_empty() {
                 continue;
             }
-            let done = self.conns[i].read_and_answer(status);
+            let done = self.conns[i].read_and_answer(status, metrics, &mut false);
             if done || self.conns[i].request.is_empty() {
                 if !done {
-                    debug!("health: {MAX_CONNECTIONS} connections open, dropping the oldest idle one");
+                    self.evicted += 1;
+                    debug!("health: {} connections open, dropping the oldest idle one", self.conns.len());
                 }
                 self.conns.remove(i);
                 return;
             }
             // Its request has started arriving just now: it stays.
         }
-        debug!("health: {MAX_CONNECTIONS} requests under way, dropping the oldest");
-        self.conns.remove(0);
+        debug!("health: {} requests under way, dropping the oldest", self.conns.len());
+        if !self.conns.is_empty() {
+            self.evicted += 1;
+            self.conns.remove(0);
+        }
     }
 }
 
 impl Conn {
     /// Reads what has arrived; answers once the request head is complete. True when done.
-    fn read_and_answer(&mut self, status: Status) -> bool {
+    /// A complete request is held (false) while a termination signal is pending and /ready
+    /// would still say 200: the stop was asked for before the answer, so the event loop takes
+    /// the signal first, and the next pass answers (`held`).
+    fn read_and_answer(&mut self, status: Status, metrics: &Snapshot<'_>, held: &mut bool) -> bool {
+        if head_complete(&self.request) {
+            return self.answer(status, metrics, held);
+        }
         let mut buf = [0u8; 1024];
         loop {
             match self.stream.read(&mut buf) {
@@ -146,11 +183,7 @@ impl Conn {
                 Ok(n) => {
                     self.request.extend_from_slice(&buf[..n]);
                     if head_complete(&self.request) {
-                        let (code, reason, body) = answer(&self.request, status);
-                        // HEAD gets the headers GET would, Content-Length included, and no body.
-                        let head_only = self.request.starts_with(b"HEAD ");
-                        self.respond(code, reason, body, head_only);
-                        return true;
+                        return self.answer(status, metrics, held);
                     }
                     if self.request.len() >= MAX_REQUEST {
                         self.respond(431, "Request Header Fields Too Large", "request too large\n", false);
@@ -164,9 +197,31 @@ impl Conn {
         }
     }
 
+    fn answer(&mut self, status: Status, metrics: &Snapshot<'_>, held: &mut bool) -> bool {
+        if status.ready && sys::termination_pending() {
+            *held = true;
+            return false;
+        }
+        // HEAD gets the headers GET would, Content-Length included, and no body.
+        let head_only = self.request.starts_with(b"HEAD ");
+        if wants_metrics(&self.request) {
+            let mut text = String::new();
+            metrics.render(&mut text);
+            self.respond_as(200, "OK", METRICS_TYPE, &text, head_only);
+        } else {
+            let (code, reason, body) = answer(&self.request, status);
+            self.respond(code, reason, body, head_only);
+        }
+        true
+    }
+
     fn respond(&mut self, code: u16, reason: &str, body: &str, head_only: bool) {
+        self.respond_as(code, reason, "text/plain", body, head_only);
+    }
+
+    fn respond_as(&mut self, code: u16, reason: &str, content_type: &str, body: &str, head_only: bool) {
         let response = format!(
-            "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
             body.len(),
             if head_only { "" } else { body }
         );
@@ -182,9 +237,22 @@ pub fn head_complete(request: &[u8]) -> bool {
     request.windows(4).any(|w| w == b"\r\n\r\n") || request.windows(2).any(|w| w == b"\n\n")
 }
 
+/// Prometheus' text exposition format.
+const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether a complete request head asks for /metrics (GET or HEAD, any query).
+pub fn wants_metrics(request: &[u8]) -> bool {
+    let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    (method == b"GET" || method == b"HEAD") && target.split(|&b| b == b'?').next() == Some(b"/metrics")
+}
+
 /// The response for a complete request head. Public for the fuzz target.
 pub fn answer(request: &[u8], status: Status) -> (u16, &'static str, &'static str) {
     let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
+    // The line ends in CRLF: without an HTTP version, the \r would end the path.
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut parts = line.split(|&b| b == b' ');
     let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
     let path = target.split(|&b| b == b'?').next().unwrap_or_default();
@@ -217,6 +285,58 @@ mod tests {
         assert_eq!(answer(b"GET /readyz HTTP/1.1\r\n", READY).0, 404);
         assert_eq!(answer(b"POST /ready HTTP/1.1\r\n", READY).0, 405);
         assert_eq!(answer(b"\xff\xfe garbage", READY).0, 405);
+        // HTTP/0.9-style, with no version: the CR is not part of the path.
+        assert_eq!(answer(b"GET /ready\r\n\r\n", READY).0, 200);
+        assert_eq!(answer(b"GET /live\n\n", READY).0, 200);
+        assert_eq!(answer(b"GET /ready\r\n\r\n", DRAINING).0, 503);
+    }
+
+    /// The root of a rare flake: lastcall was woken by a stale socket signal, was slow to run,
+    /// and in the meantime a client sent TERM and then asked /ready; the pass served that
+    /// request before the loop saw the TERM, and answered 200 to a request that came after the
+    /// stop. Now a complete request waits while a termination signal is pending.
+    #[test]
+    fn a_request_that_comes_after_a_pending_term_is_not_told_ready() {
+        use nix::sys::signal::{pthread_sigmask, raise, SigSet, SigmaskHow, Signal};
+        use std::io::Read as _;
+        let mut health = Health::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = health.listener.local_addr().unwrap();
+        let term = SigSet::from(Signal::SIGTERM);
+        // This test's thread only: TERM stays pending here, as in lastcall's loop.
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&term), None).unwrap();
+        raise(Signal::SIGTERM).unwrap();
+        let mut client = TcpStream::connect(addr).unwrap();
+        client.write_all(b"GET /ready HTTP/1.1\r\n\r\n").unwrap();
+        let every = [true; 1 + MAX_CONNECTIONS];
+        let counters = crate::metrics::Counters::default();
+        let metrics = Snapshot {
+            counters: &counters,
+            version: "0",
+            personality: "lastcall",
+            phase: "running",
+            shutdown: None,
+            exit_code: None,
+            exit_signal: None,
+            notify_relayed: 0,
+            notify_refused: 0,
+            health_evicted: 0,
+            log_lines_dropped: 0,
+        };
+        let start = Instant::now();
+        // Until the connection is accepted and its request read: held, not answered.
+        while health.conns.is_empty() && start.elapsed() < TIMEOUT {
+            health.service(&every, READY, &metrics, Instant::now());
+        }
+        assert!(health.service(&every, READY, &metrics, Instant::now()), "a held request asks for another pass");
+        assert_eq!(health.conns.len(), 1, "answered while TERM was pending");
+        // The loop takes the TERM and goes unready; the next pass answers.
+        assert_eq!(term.wait().unwrap(), Signal::SIGTERM);
+        pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&term), None).unwrap();
+        health.service(&every, DRAINING, &metrics, Instant::now());
+        assert!(health.conns.is_empty());
+        let mut response = String::new();
+        client.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.1 503 "), "{response:?}");
     }
 
     #[test]
@@ -224,5 +344,13 @@ mod tests {
         assert!(head_complete(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
         assert!(head_complete(b"GET / HTTP/1.0\n\n"));
         assert!(!head_complete(b"GET / HTTP/1.1\r\nHost: x\r\n"));
+    }
+
+    #[test]
+    fn metrics_requests() {
+        assert!(wants_metrics(b"GET /metrics HTTP/1.1\r\n"));
+        assert!(wants_metrics(b"HEAD /metrics?x=1 HTTP/1.1\r\n"));
+        assert!(!wants_metrics(b"POST /metrics HTTP/1.1\r\n"));
+        assert!(!wants_metrics(b"GET /metricsz HTTP/1.1\r\n"));
     }
 }

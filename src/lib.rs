@@ -2,19 +2,28 @@
 //!
 //! The binary (`main.rs`) is a thin shell over this library; the modules are public so that the
 //! fuzz targets and the benchmark can reach the parsers and the state machine directly.
+//!
+//! May import: nothing: it declares the modules.
 #![deny(unsafe_code)]
 
 pub mod child;
 pub mod cli;
+pub mod config;
 pub mod error;
 pub mod health;
 pub mod logging;
 pub mod machine;
+pub mod nested;
+pub mod metrics;
 pub mod notify;
+pub mod oom;
 pub mod personality;
 pub mod probe;
+pub mod procfs;
 pub mod ready;
 pub mod reap;
 pub mod signals;
 pub mod supervisor;
 pub mod sys;
+pub mod user;
+pub mod values;

@@ -1,32 +1,208 @@
 //! Logs go to stderr only, prefixed `lastcall:`, at the level from -v/-q or LASTCALL_LOG
-//! (never RUST_LOG, which belongs to the child).
+//! (never RUST_LOG, which belongs to the child). This module owns the log's two formats: text,
+//! the default, and json (`--log-format json`), one JSON object a line, built from the same log
+//! calls: a call site tags its line with an `event` and fields as the `log` crate's key-values,
+//! which text ignores (so text stays byte for byte what it was) and json writes out.
+//!
+//! May import: nothing from the crate (a leaf).
 
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
-use log::{warn, Level, LevelFilter};
+use log::kv::{Key, Value, VisitSource};
+use log::{warn, Level, LevelFilter, Record};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{send, MsgFlags};
 use nix::sys::stat::{fstat, SFlag};
 
-pub fn init(level: LevelFilter) {
+/// `--log-format`: what each line lastcall writes looks like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `lastcall: ...`, as the peers write theirs.
+    Text,
+    /// One JSON object a line: ts, level, event, the event's fields, message.
+    Json,
+}
+
+/// Whether lines are JSON; set once by `init`, before the loop starts.
+static JSON: AtomicBool = AtomicBool::new(false);
+
+/// Whether the log is JSON: a few events (unready, grace, exit) have no text line, since under
+/// a peer's name the text must stay the peer's, and are written only in json.
+pub fn json() -> bool {
+    JSON.load(Ordering::Relaxed)
+}
+
+/// Every `event` a json line can carry. Untagged lines get `error`, `warning`, or, below
+/// warning level, `debug` (the -v diagnostics).
+pub const EVENTS: &[&str] = &[
+    "started", "signal", "unready", "pre_stop", "forwarded", "grace", "grace_expired", "killed", "reaped",
+    "child_exit", "oom_kill", "notify", "exit", "error", "warning", "debug",
+];
+
+pub fn init(level: LevelFilter, format: Format) {
+    JSON.store(format == Format::Json, Ordering::Relaxed);
     env_logger::Builder::new()
         .filter_level(level)
         .target(env_logger::Target::Pipe(Box::new(Stderr::open())))
-        .format(|out, record| {
-            let tag = match record.level() {
-                Level::Warn => "warning: ",
-                _ => "",
-            };
-            writeln!(out, "lastcall: {tag}{}", record.args())
+        .format(move |out, record| match format {
+            Format::Json => write_json(out, record),
+            Format::Text => {
+                let tag = match record.level() {
+                    Level::Warn => "warning: ",
+                    _ => "",
+                };
+                writeln!(out, "lastcall: {tag}{}", record.args())
+            }
         })
         .init();
+}
+
+/// One record as one JSON line. env_logger formats the whole line into a buffer and writes it
+/// with one write, so a line is never split.
+fn write_json(out: &mut impl Write, record: &Record<'_>) -> io::Result<()> {
+    let kvs = record.key_values();
+    let tagged = kvs.get(Key::from_str("event"));
+    let event = tagged.as_ref().and_then(Value::to_borrowed_str).unwrap_or(match record.level() {
+        Level::Error => "error",
+        Level::Warn => "warning",
+        _ => "debug",
+    });
+    let level = match record.level() {
+        Level::Error => "error",
+        Level::Warn => "warn",
+        Level::Info => "info",
+        Level::Debug => "debug",
+        Level::Trace => "trace",
+    };
+    write!(out, "{{\"ts\":\"{}\",\"level\":\"{level}\",\"event\":", Timestamp(SystemTime::now()))?;
+    json_string(out, event)?;
+    let mut fields = Fields { out, result: Ok(()) };
+    let _ = kvs.visit(&mut fields);
+    fields.result?;
+    out.write_all(b",\"message\":\"")?;
+    fmt::write(&mut Escaper { out, result: Ok(()) }, *record.args()).map_err(|_| io::Error::other("format"))?;
+    out.write_all(b"\"}\n")
+}
+
+/// The fields after `event`: numbers as numbers, anything else as an escaped string.
+struct Fields<'a, W: Write> {
+    out: &'a mut W,
+    result: io::Result<()>,
+}
+
+impl<'kvs, W: Write> VisitSource<'kvs> for Fields<'_, W> {
+    fn visit_pair(&mut self, key: Key<'kvs>, value: Value<'kvs>) -> Result<(), log::kv::Error> {
+        if key.as_str() == "event" || self.result.is_err() {
+            return Ok(());
+        }
+        self.result = (|| {
+            self.out.write_all(b",")?;
+            json_string(self.out, key.as_str())?;
+            self.out.write_all(b":")?;
+            if let Some(n) = value.to_i64() {
+                write!(self.out, "{n}")
+            } else if let Some(n) = value.to_u64() {
+                write!(self.out, "{n}")
+            } else {
+                self.out.write_all(b"\"")?;
+                fmt::write(&mut Escaper { out: self.out, result: Ok(()) }, format_args!("{value}"))
+                    .map_err(|_| io::Error::other("format"))?;
+                self.out.write_all(b"\"")
+            }
+        })();
+        Ok(())
+    }
+}
+
+fn json_string(out: &mut impl Write, s: &str) -> io::Result<()> {
+    out.write_all(b"\"")?;
+    let mut e = Escaper { out, result: Ok(()) };
+    let _ = fmt::Write::write_str(&mut e, s);
+    e.result?;
+    out.write_all(b"\"")
+}
+
+/// Writes text as the inside of a JSON string. Rust's formatting only ever produces UTF-8 (argv
+/// and other outside bytes reach the log through `{:?}` or a lossy conversion, which escape or
+/// replace what is not UTF-8), so escaping `"`, `\\` and the control characters makes every
+/// line parse.
+struct Escaper<'a, W: Write> {
+    out: &'a mut W,
+    result: io::Result<()>,
+}
+
+impl<W: Write> fmt::Write for Escaper<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let bytes = s.as_bytes();
+        let mut start = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            let escaped: &[u8] = match b {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0..=0x1f | 0x7f => b"",
+                _ => continue,
+            };
+            let r = self.out.write_all(&bytes[start..i]).and_then(|()| match escaped {
+                b"" => write!(self.out, "\\u{:04x}", b),
+                e => self.out.write_all(e),
+            });
+            if r.is_err() {
+                self.result = r;
+                return Err(fmt::Error);
+            }
+            start = i + 1;
+        }
+        self.out.write_all(&bytes[start..]).map_err(|e| {
+            self.result = Err(e);
+            fmt::Error
+        })
+    }
+}
+
+/// RFC 3339 in UTC with milliseconds, `2026-12-03T15:42:19.123Z`, from the clock alone (no date
+/// crate: the civil-from-days algorithm of Howard Hinnant's date library).
+pub struct Timestamp(pub SystemTime);
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let since = self.0.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        let secs = since.as_secs();
+        let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60,
+            since.subsec_millis()
+        )
+    }
+}
+
+/// How many log lines were dropped because stderr was full, since the start (/metrics).
+static DROPPED_TOTAL: AtomicU64 = AtomicU64::new(0);
+
+pub fn lines_dropped() -> u64 {
+    DROPPED_TOTAL.load(Ordering::Relaxed)
 }
 
 /// lastcall's stderr, written without ever blocking the event loop: a log line that does not
@@ -124,20 +300,31 @@ impl FromIo for Errno {
 impl Write for Stderr {
     fn write(&mut self, line: &[u8]) -> io::Result<usize> {
         if self.dropped > 0 {
-            let mut notice = [0u8; 64];
+            let mut notice = [0u8; 160];
             let len = {
                 let mut cursor = io::Cursor::new(&mut notice[..]);
-                let _ = writeln!(cursor, "lastcall: {} log lines dropped", self.dropped);
+                let _ = if json() {
+                    writeln!(
+                        cursor,
+                        "{{\"ts\":\"{}\",\"level\":\"warn\",\"event\":\"warning\",\"message\":\"{} log lines dropped\"}}",
+                        Timestamp(SystemTime::now()),
+                        self.dropped
+                    )
+                } else {
+                    writeln!(cursor, "lastcall: {} log lines dropped", self.dropped)
+                };
                 cursor.position() as usize
             };
             if !self.try_write(&notice[..len]) {
                 self.dropped += 1;
+                DROPPED_TOTAL.fetch_add(1, Ordering::Relaxed);
                 return Ok(line.len());
             }
             self.dropped = 0;
         }
         if !self.try_write(line) {
             self.dropped += 1;
+            DROPPED_TOTAL.fetch_add(1, Ordering::Relaxed);
         }
         Ok(line.len())
     }
@@ -187,5 +374,27 @@ impl Repeated {
             warn!("{}: {} more like it not shown", self.what, self.suppressed);
             self.suppressed = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc_millis() {
+        let at = |ms: u64| Timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(at(1_796_312_539_999), "2026-12-03T15:42:19.999Z");
+        assert_eq!(at(4_107_542_399_000), "2100-02-28T23:59:59.000Z");
+    }
+
+    #[test]
+    fn escaping_covers_quotes_backslashes_and_controls() {
+        let mut out = Vec::new();
+        json_string(&mut out, "a\"b\\c\nd\u{1}\u{7f}é\u{fffd}").unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "\"a\\\"b\\\\c\\nd\\u0001\\u007fé\u{fffd}\"");
     }
 }

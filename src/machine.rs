@@ -8,7 +8,8 @@
 //! goes to everything lastcall still has (as PID 1: the whole namespace); SignalOthers to all of
 //! that outside the child's group, which already had its stop signal (a second TERM makes some
 //! apps quit at once). Each of the three sends SIGCONT right after a stop signal (not after
-//! SIGKILL), as systemd does, so that a stopped process runs its handler.
+//! SIGKILL), as systemd does, so that a stopped process runs its handler; not under a peer's
+//! name (`Personality::cont_after_stop`).
 //!
 //! | phase      | event                           | next phase          | actions                      |
 //! |------------|---------------------------------|---------------------|------------------------------|
@@ -51,6 +52,8 @@
 //! Every other signal is forwarded as rw(s) in every live phase and changes nothing here, so it
 //! never reaches `step()`: `signals::Routes` sends it on with one table lookup, without reading
 //! the clock.
+//!
+//! May import: signals.
 
 use std::time::{Duration, Instant};
 
@@ -129,6 +132,19 @@ pub enum Phase {
     Draining { until: Option<Instant> },
     Killing { until: Instant },
     Exited,
+}
+
+impl Phase {
+    /// The phase's name in /metrics (`metrics::PHASES`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Running => "running",
+            Phase::PreStop { .. } => "pre_stop",
+            Phase::Draining { .. } => "draining",
+            Phase::Killing { .. } => "killing",
+            Phase::Exited => "exited",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,26 +1,32 @@
 //! lastcall: a tiny static PID-1 init and signal forwarder for containers.
+//!
+//! May import: the library: cli, error, logging, personality, probe, supervisor, sys.
 #![deny(unsafe_code)]
 
 use lastcall::cli::{self, Parsed};
 use lastcall::personality::Personality;
 use lastcall::error::Ending;
-use lastcall::{error, logging, probe, signals, supervisor};
+use lastcall::{error, logging, probe, supervisor, sys};
 
 fn main() {
     // Before anything else, so that a signal landing during start-up waits for the event loop
     // instead of killing lastcall or being lost. The mask it replaces is the app's.
-    let inherited_mask = signals::block_handled();
+    let inherited_mask = sys::block_handled();
     // Under a peer's name, lastcall's own failures exit as that peer's do.
     let personality = Personality::of(&std::env::args_os().next().unwrap_or_default());
 
-    let code = match cli::parse(std::env::args_os(), |name| std::env::var_os(name)) {
+    let code = match cli::parse_all(std::env::args_os(), |name| std::env::var_os(name), std::env::vars_os().map(|(name, _)| name)) {
         Ok(Parsed::Print(text)) => {
-            print!("{text}");
+            if personality.texts_to_stderr {
+                eprint!("{text}");
+            } else {
+                print!("{text}");
+            }
             Ending::Code(0)
         }
         Ok(Parsed::Probe(config)) => Ending::Code(probe::probe(&config)),
         Ok(Parsed::Run(config)) => {
-            logging::init(config.log_level);
+            logging::init(config.log_level, config.log_format);
             let result = inherited_mask
                 .map_err(|e| error::Error::setup("cannot block signals", e))
                 .and_then(|mask| supervisor::run(config, mask));
@@ -30,7 +36,13 @@ fn main() {
             })
         }
         Err(e) => {
-            eprintln!("lastcall: {e}\n{}\n{}", cli::USAGE_LINE, cli::HINT_LINE);
+            // json asked for: the error is one JSON line too, without the hints for a person.
+            if cli::asked_log_format(std::env::args_os(), |name| std::env::var_os(name)) == logging::Format::Json {
+                logging::init(log::LevelFilter::Error, logging::Format::Json);
+                log::error!("{e}");
+            } else {
+                eprint!("{}", cli::usage_error_text(personality, &e));
+            }
             Ending::Code(e.exit_code_as(personality))
         }
     };

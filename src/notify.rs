@@ -10,9 +10,11 @@
 //! cgroup when that cgroup is not the root one (which every process outside a unit shares).
 //! The socket is also fenced: a pathname in a new 0700 directory with a random name, not an
 //! abstract name that anyone in the network namespace can reach and find in /proc/net/unix.
+//!
+//! May import: logging, procfs, sys.
 
 use std::fs;
-use std::io::{self, IoSliceMut, Read};
+use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
@@ -24,19 +26,43 @@ use log::{debug, warn};
 use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, UnixAddr};
 
 use crate::logging::Repeated;
+#[cfg(test)]
+use crate::procfs::parent_of;
+use crate::procfs::{parent_and_start, read_proc, unified_cgroup};
 use crate::sys;
 
 /// The largest datagram relayed; systemd's own limit is smaller.
 const MAX_MESSAGE: usize = 64 * 1024;
+
+/// How many datagrams one wake-up handles; the rest wait for the next, after lastcall has looked
+/// at its signals and deadlines. A flood of messages cannot hold up the SIGKILL at the grace.
+pub const BATCH: usize = 64;
+
+/// How far up the parent chain the sender check looks. Deeper than any real service's tree; a
+/// sender further down is not the service's, as far as the relay can tell, and its message goes.
+const MAX_DEPTH: usize = 256;
+
+/// Verdicts kept, by pid and start time (which together name one process, whatever reuses the
+/// pid later): a sender, or one of its ancestors, seen before costs one /proc read, not a walk.
+const VERDICTS: usize = 256;
+
+#[derive(Clone, Copy, Default)]
+struct Verdict {
+    pid: libc::pid_t,
+    start: u64,
+    descends: bool,
+}
 
 pub struct NotifyRelay {
     socket: UnixDatagram,
     upstream: SocketAddr,
     /// Our socket's address, as the child's NOTIFY_SOCKET.
     name: String,
-    /// The private directory holding our socket, removed on exit.
-    dir: Option<PathBuf>,
-    me: libc::pid_t,
+    /// The private directory holding our socket, removed on exit, and held open with an
+    /// exclusive flock for as long as lastcall lives: see `sweep_stale`.
+    dir: Option<(PathBuf, Locked)>,
+    /// Who descends from lastcall, with verdicts cached.
+    lineage: Lineage,
     /// lastcall's cgroup (v2), unless it is the root cgroup.
     cgroup: Option<Vec<u8>>,
     /// Buffers kept from one wake-up to the next: the loop allocates nothing per message.
@@ -44,14 +70,20 @@ pub struct NotifyRelay {
     filtered: Vec<u8>,
     control: Vec<u8>,
     proc_buf: Vec<u8>,
+    /// Whether lastcall has said that without /proc no sender can be checked (once is enough).
+    warned_blind: bool,
     refused: Repeated,
     undeliverable: Repeated,
+    /// Messages passed on, and dropped as not the service's, for /metrics.
+    pub relayed_total: u64,
+    pub refused_total: u64,
 }
 
 impl NotifyRelay {
     /// A relay for `notify_socket` (NOTIFY_SOCKET's value), or None for an address kind systemd
     /// may use but lastcall cannot relay (vsock): the child then gets the variable unchanged.
-    pub fn new(notify_socket: &str) -> io::Result<Option<NotifyRelay>> {
+    /// `app`: the uid and gid the app runs as (`--user`), which must reach the socket too.
+    pub fn new(notify_socket: &str, app: Option<(u32, u32)>) -> io::Result<Option<NotifyRelay>> {
         let upstream = match notify_socket.strip_prefix('@') {
             Some(abstract_name) => SocketAddr::from_abstract_name(abstract_name)?,
             None if notify_socket.starts_with('/') => SocketAddr::from_pathname(notify_socket)?,
@@ -62,9 +94,12 @@ impl NotifyRelay {
         };
         let tag = sys::random_u64()?;
         let (socket, name, dir) = match bind_private(tag) {
-            Some((socket, dir)) => {
+            Some((socket, dir, lock)) => {
+                if let Some((uid, gid)) = app {
+                    open_to_the_app(&dir, uid, gid);
+                }
                 let name = dir.join("notify").display().to_string();
-                (socket, name, Some(dir))
+                (socket, name, Some((dir, lock)))
             }
             // A read-only system with no writable /run or /tmp: the credential check is still
             // there, the directory's fence is not.
@@ -83,14 +118,17 @@ impl NotifyRelay {
             upstream,
             name,
             dir,
-            me: std::process::id() as libc::pid_t,
+            lineage: Lineage::new(std::process::id() as libc::pid_t),
             cgroup,
             message: vec![0; MAX_MESSAGE],
             filtered: Vec::with_capacity(MAX_MESSAGE),
             control: nix::cmsg_space!(nix::sys::socket::UnixCredentials, [std::os::fd::RawFd; 253]),
             proc_buf: vec![0; 4096],
+            warned_blind: false,
             refused: Repeated::new("dropped a notify message from a process outside the service"),
             undeliverable: Repeated::new("cannot notify the service manager"),
+            relayed_total: 0,
+            refused_total: 0,
         }))
     }
 
@@ -102,9 +140,10 @@ impl NotifyRelay {
         self.socket.as_fd()
     }
 
-    /// Passes on every message waiting on our socket that comes from the service's processes.
-    pub fn relay(&mut self) {
-        loop {
+    /// Passes on the messages waiting on our socket that come from the service's processes, at
+    /// most `BATCH` of them. True when that many were read: there may be more.
+    pub fn relay(&mut self) -> bool {
+        for _ in 0..BATCH {
             let (len, sender, truncated) = {
                 let mut iov = [IoSliceMut::new(&mut self.message)];
                 let received = recvmsg::<UnixAddr>(
@@ -116,7 +155,7 @@ impl NotifyRelay {
                 let msg = match received {
                     Ok(msg) => msg,
                     Err(nix::errno::Errno::EINTR) => continue,
-                    Err(_) => return,
+                    Err(_) => return false,
                 };
                 let mut sender = None;
                 // The buffer has room for the most fds one message can carry (SCM_MAX_FD), so
@@ -134,7 +173,11 @@ impl NotifyRelay {
             };
             let Some((pid, uid)) = sender else { continue };
             if !self.speaks_for_the_service(pid) {
-                self.refused.warn(format_args!("pid {pid}, uid {uid}"));
+                self.refused_total += 1;
+                // Without /proc every message is dropped, which was said once (`warned_blind`).
+                if !self.warned_blind {
+                    self.refused.warn(format_args!("pid {pid}, uid {uid}"));
+                }
                 continue;
             }
             if truncated {
@@ -143,17 +186,19 @@ impl NotifyRelay {
             filter_into(&self.message[..len], &mut self.filtered);
             if !self.filtered.is_empty() {
                 let message = std::mem::take(&mut self.filtered);
+                self.relayed_total += 1;
                 self.send(&message);
                 self.filtered = message;
             }
         }
+        true
     }
 
     pub fn send(&mut self, message: &[u8]) {
         match self.socket.send_to_addr(message, &self.upstream) {
             Ok(_) => {
                 if log::log_enabled!(log::Level::Debug) {
-                    debug!("notify: {}", String::from_utf8_lossy(message).trim_end().replace('\n', " "));
+                    debug!(event = "notify"; "notify: {}", String::from_utf8_lossy(message).trim_end().replace('\n', " "));
                 }
             }
             Err(e) => self.undeliverable.warn(format_args!("{e}")),
@@ -166,8 +211,16 @@ impl NotifyRelay {
         if pid <= 0 {
             return false;
         }
-        if is_descendant(pid, self.me, &mut self.proc_buf) {
-            return true;
+        match self.lineage.descends(pid, &mut self.proc_buf) {
+            Some(true) => return true,
+            Some(false) => {}
+            None if self.warned_blind => {}
+            None => {
+                if fs::metadata("/proc/self/stat").is_err() {
+                    self.warned_blind = true;
+                    warn!("/proc cannot be read: the notify relay cannot tell the service's processes from others, and drops every message");
+                }
+            }
         }
         match &self.cgroup {
             Some(ours) => read_proc(pid, "cgroup", &mut self.proc_buf)
@@ -182,7 +235,7 @@ impl Drop for NotifyRelay {
     fn drop(&mut self) {
         self.refused.flush();
         self.undeliverable.flush();
-        if let Some(dir) = &self.dir {
+        if let Some((dir, _lock)) = &self.dir {
             let _ = fs::remove_file(dir.join("notify"));
             let _ = fs::remove_dir(dir);
         }
@@ -191,18 +244,25 @@ impl Drop for NotifyRelay {
 
 /// Binds our socket in a new directory only lastcall's user can enter: under systemd's
 /// $RUNTIME_DIRECTORY, else /run, else the temporary directory. mkdir never follows a symlink
-/// and fails on any name that exists, so a name planted in advance cannot be taken over.
-fn bind_private(tag: u64) -> Option<(UnixDatagram, PathBuf)> {
+/// and fails on any name that exists, so a name planted in advance cannot be taken over. The
+/// directory is locked (flock) before the socket is bound in it, and stays locked until
+/// lastcall is gone, however it goes: that is how `sweep_stale` tells a dead one's.
+fn bind_private(tag: u64) -> Option<(UnixDatagram, PathBuf, Locked)> {
     let runtime = std::env::var_os("RUNTIME_DIRECTORY")
         .and_then(|dirs| dirs.as_bytes().split(|&b| b == b':').next().map(|d| PathBuf::from(std::ffi::OsStr::from_bytes(d))));
     let bases = runtime.into_iter().chain([PathBuf::from("/run"), std::env::temp_dir()]);
     for base in bases.filter(|b| b.is_absolute()) {
-        let dir = base.join(format!("lastcall-notify-{tag:016x}"));
+        sweep_stale(&base);
+        let dir = base.join(format!("{STALE_PREFIX}{tag:016x}"));
         if fs::DirBuilder::new().mode(0o700).create(&dir).is_err() {
             continue;
         }
+        let Some(lock) = open_locked(&dir) else {
+            let _ = fs::remove_dir(&dir);
+            continue;
+        };
         match UnixDatagram::bind(dir.join("notify")) {
-            Ok(socket) => return Some((socket, dir)),
+            Ok(socket) => return Some((socket, dir, lock)),
             // A path too long for a socket address, say: try the next place.
             Err(_) => {
                 let _ = fs::remove_dir(&dir);
@@ -212,64 +272,130 @@ fn bind_private(tag: u64) -> Option<(UnixDatagram, PathBuf)> {
     None
 }
 
-/// Follows the parent chain in /proc from `pid` up: does it reach `ancestor`?
-fn is_descendant(pid: libc::pid_t, ancestor: libc::pid_t, buf: &mut [u8]) -> bool {
-    let mut pid = pid;
-    // A chain longer than any pid space is a loop of reused pids.
-    for _ in 0..4_194_304 {
-        if pid == ancestor {
-            return true;
+/// Lets the app, running as another user, reach the socket and no one else: the directory
+/// stays lastcall's and unwritable to the app (which can neither replace the socket nor leave
+/// anything behind in it), its group becomes the app's with search permission only (0710), and
+/// the socket becomes the app's own (0600 leaves connecting to it and root). Every sender is still
+/// checked as before. The names were made by lastcall a moment ago inside its own 0700
+/// directory, so no one can have put anything there.
+fn open_to_the_app(dir: &Path, uid: u32, gid: u32) {
+    use std::os::unix::fs::{lchown, MetadataExt, PermissionsExt};
+    // The directory is lastcall's (its effective uid's): nothing to hand over to the same user.
+    if fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == uid) {
+        return;
+    }
+    let socket = dir.join("notify");
+    let owned = fs::set_permissions(&socket, fs::Permissions::from_mode(0o600))
+        .and_then(|()| lchown(&socket, Some(uid), None))
+        .and_then(|()| lchown(dir, None, Some(gid)))
+        .and_then(|()| fs::set_permissions(dir, fs::Permissions::from_mode(0o710)));
+    if let Err(e) = owned {
+        warn!("cannot hand the notify socket to uid {uid}: {e}; the app will not reach it");
+    }
+}
+
+const STALE_PREFIX: &str = "lastcall-notify-";
+
+/// A directory held open and locked; unlocked when dropped, or when lastcall is gone.
+type Locked = nix::fcntl::Flock<fs::File>;
+
+/// The directory, opened without following a symlink and locked (exclusive flock, without
+/// waiting); None if it is not a directory of lastcall's user, mode 0700, or someone holds it.
+fn open_locked(dir: &Path) -> Option<Locked> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if meta.uid() != sys::effective_ids().0 || meta.mode() & 0o777 != 0o700 {
+        return None;
+    }
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).ok()
+}
+
+/// Removes what a lastcall killed by SIGKILL left in `base`: a directory named as ours, of our
+/// user, mode 0700, holding our socket, that nobody holds locked. A live lastcall locks its
+/// directory before binding the socket, so one that holds a socket and no lock belongs to
+/// nobody. Only a socket named `notify` is removed, then the directory if that left it empty:
+/// anything else in it stays. At start-up only, over one directory.
+fn sweep_stale(base: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = fs::read_dir(base) else { return };
+    for entry in entries.flatten().take(4096) {
+        let name = entry.file_name();
+        let Some(tag) = name.as_bytes().strip_prefix(STALE_PREFIX.as_bytes()) else { continue };
+        if tag.len() != 16 || !tag.iter().all(u8::is_ascii_hexdigit) {
+            continue;
         }
-        // 0: the parent is outside our PID namespace; 1 (when we are not 1): the top.
-        if pid <= 1 {
-            return false;
-        }
-        match read_proc(pid, "stat", buf).and_then(parent_of) {
-            Some(parent) => pid = parent,
-            None => return false,
+        let dir = base.join(&name);
+        let Some(_lock) = open_locked(&dir) else { continue };
+        let socket = dir.join("notify");
+        if fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
+            debug!("removing {}, left by a lastcall that is gone", dir.display());
+            let _ = fs::remove_file(&socket);
+            let _ = fs::remove_dir(&dir);
         }
     }
-    false
 }
 
-/// The parent pid in a /proc/PID/stat: the second field after the command name, which may
-/// itself contain spaces and parentheses.
-fn parent_of(stat: &[u8]) -> Option<libc::pid_t> {
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let mut fields = stat[close + 1..].split(|&b| b == b' ').filter(|f| !f.is_empty());
-    std::str::from_utf8(fields.nth(1)?).ok()?.parse().ok()
+/// Which processes descend from lastcall (`me`), remembered by pid and start time.
+struct Lineage {
+    me: libc::pid_t,
+    /// Direct-mapped by pid.
+    verdicts: Vec<Verdict>,
+    /// The walk in progress, kept to reuse the allocation.
+    chain: Vec<(libc::pid_t, u64)>,
 }
 
-/// The cgroup v2 path from a /proc/PID/cgroup: the "0::" line.
-fn unified_cgroup(text: &[u8]) -> Option<&[u8]> {
-    text.split(|&b| b == b'\n').find_map(|line| line.strip_prefix(b"0::"))
+impl Lineage {
+    fn new(me: libc::pid_t) -> Lineage {
+        Lineage { me, verdicts: vec![Verdict::default(); VERDICTS], chain: Vec::with_capacity(MAX_DEPTH) }
+    }
+
+    /// Whether `pid` descends from lastcall, following the parent chain in /proc up to
+    /// `MAX_DEPTH` steps, and stopping at the first process whose verdict is known. Every
+    /// process walked gets the verdict (they share the chain above them). None when the sender
+    /// cannot be read at all (gone, or no /proc).
+    fn descends(&mut self, pid: libc::pid_t, buf: &mut [u8]) -> Option<bool> {
+        self.chain.clear();
+        let mut pid = pid;
+        let verdict = loop {
+            if pid == self.me {
+                break true;
+            }
+            // 0: the parent is outside our PID namespace; 1 (when we are not 1): the top.
+            if pid <= 1 || self.chain.len() >= MAX_DEPTH {
+                break false;
+            }
+            let Some((parent, start)) = read_proc(pid, "stat", buf).and_then(parent_and_start) else {
+                if self.chain.is_empty() {
+                    return None;
+                }
+                break false;
+            };
+            let known = self.verdicts[slot(pid)];
+            if known.pid == pid && known.start == start {
+                break known.descends;
+            }
+            self.chain.push((pid, start));
+            pid = parent;
+        };
+        for &(pid, start) in &self.chain {
+            self.verdicts[slot(pid)] = Verdict { pid, start, descends: verdict };
+        }
+        Some(verdict)
+    }
+}
+
+fn slot(pid: libc::pid_t) -> usize {
+    pid.unsigned_abs() as usize % VERDICTS
 }
 
 /// Whether cgroup `theirs` is `ours` or below it.
 fn within(theirs: &[u8], ours: &[u8]) -> bool {
     theirs.strip_prefix(ours).is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
-}
-
-/// /proc/PID/LEAF read into `buf`, without allocating: the path is built on the stack.
-fn read_proc<'b>(pid: libc::pid_t, leaf: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    use std::io::Write;
-    let mut path = [0u8; 64];
-    let len = {
-        let mut cursor = io::Cursor::new(&mut path[..]);
-        write!(cursor, "/proc/{pid}/{leaf}").ok()?;
-        cursor.position() as usize
-    };
-    let mut file = fs::File::open(Path::new(std::ffi::OsStr::from_bytes(&path[..len]))).ok()?;
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    Some(&buf[..filled])
 }
 
 /// The message without MAINPID= (the main process is lastcall, and must stay so) and without
@@ -311,8 +437,10 @@ mod tests {
 
     #[test]
     fn proc_parsing() {
-        assert_eq!(parent_of(b"42 (a) b) c) S 7 42 42 0"), Some(7));
-        assert_eq!(parent_of(b"42 (sh) S 1 42"), Some(1));
+        let tail = "42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 1000 100";
+        assert_eq!(parent_and_start(format!("42 (a) b) c) S 7 {tail}").as_bytes()), Some((7, 987654)));
+        assert_eq!(parent_of(format!("42 (sh) S 1 {tail}").as_bytes()), Some(1));
+        assert_eq!(parent_of(b"42 (sh) S 1 42"), None, "no start time");
         assert_eq!(parent_of(b"garbage"), None);
         let cgroup = b"1:cpu:/x\n0::/system.slice/app.service\n";
         assert_eq!(unified_cgroup(cgroup), Some(&b"/system.slice/app.service"[..]));
@@ -324,13 +452,20 @@ mod tests {
 
     #[test]
     fn our_own_process_tree() {
-        let mut buf = vec![0; 4096];
         let me = std::process::id() as libc::pid_t;
+        let relay = Lineage::new;
+        let buf = &mut vec![0; 4096];
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        assert!(is_descendant(child.id() as libc::pid_t, me, &mut buf));
-        assert!(!is_descendant(me, child.id() as libc::pid_t, &mut buf));
-        assert!(!is_descendant(1, me, &mut buf) || me == 1);
+        let kid = child.id() as libc::pid_t;
+        let mut mine = relay(me);
+        assert_eq!(mine.descends(kid, buf), Some(true));
+        // Cached now: the same answer without a walk.
+        assert!(mine.verdicts[slot(kid)].pid == kid && mine.verdicts[slot(kid)].descends);
+        assert_eq!(mine.descends(kid, buf), Some(true));
+        assert_eq!(relay(kid).descends(me, buf), Some(false));
+        assert!(me == 1 || relay(me).descends(1, buf) == Some(false));
         let _ = child.kill();
         let _ = child.wait();
+        assert_eq!(relay(me).descends(kid, buf), None, "gone");
     }
 }

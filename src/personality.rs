@@ -2,6 +2,20 @@
 //! named like the peer), it behaves as that peer does, so swapping the binary changes nothing.
 //! Any other name (`lastcall`, `docker-init`) gets lastcall's own defaults.
 //!
+//! The one owner of exit codes: lastcall's own below, and each peer's in its row.
+//!
+//! | exit code | meaning                                                          |
+//! |-----------|------------------------------------------------------------------|
+//! | N         | the main child exited with N                                     |
+//! | 128+N     | the main child died from signal N (137 after the SIGKILL escalation), as PID 1 |
+//! | signal N  | not PID 1: lastcall ends by the signal that ended the app (`reraise_signal_death`); 128+N under a peer's name |
+//! | 126       | the command was found but could not be executed (permissions, not a program) |
+//! | 127       | the command was not found                                        |
+//! | 125       | lastcall itself failed (set-up, starting a process: no pids or memory) |
+//! | 2         | usage error: bad option, bad value, no command                   |
+//!
+//! May import: machine (`OnMainExit`).
+//!
 //! A personality is data: which spellings exist, how the peer's variables read, and the defaults
 //! that differ. The rest of lastcall reads these fields and never compares names. lastcall's own
 //! `LASTCALL_*` variables work under every name and win over the peer's variables, so a
@@ -21,6 +35,13 @@
 //! | TSTP/TTIN/TTOU       | tini's rule¹          | tini's rule                 | forward, then stop itself²     |
 //! | exec failure         | 127 not found, else 126 | 127 ENOENT, 126 EACCES, else 1; `-e` maps it | 2  |
 //! | log level, -v        | info, debug, trace    | warn, info, debug, trace    | warn, debug                    |
+//! | OOM kills in text log | named                | silent (json still names them) | silent (json still names them) |
+//! | the app died of N, not PID 1 | lastcall dies of N (same wait status) | exit 128+N  | exit 128+N                 |
+//! | SIGCONT after a stop signal | yes (as systemd)  | no                          | no                             |
+//! | help and version go to | stdout              | stdout                      | stderr                         |
+//! | its own cwd after the spawn | /             | where it was started        | /                              |
+//! | a signal in its flags | name, number, RT      | `-p`: `SIGTERM`-style names of 1-31 | `-r`: numbers, FROM 1-31, TO 0-31 |
+//! | the app's signals    | lastcall's inherited mask and dispositions | the same  | empty mask, 1-31 at SIG_DFL (ignored ones too) |
 //!
 //! ¹ TSTP forwarded, TTIN/TTOU dropped; dumb-init's rule with `--setsid`.
 //! ² as SIGSTOP in setsid mode unless rewritten, as received (or rewritten) otherwise.
@@ -28,6 +49,12 @@
 use log::LevelFilter;
 
 use crate::machine::OnMainExit;
+
+/// lastcall's own exit codes (the table above); the peers' are in their rows.
+pub const USAGE: i32 = 2;
+pub const SETUP: i32 = 125;
+pub const NOT_EXECUTABLE: i32 = 126;
+pub const NOT_FOUND: i32 = 127;
 
 /// How the command line is split into options and the command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +161,80 @@ pub struct Personality {
     pub log_default: usize,
     /// The peer's variables, read after `LASTCALL_*` (which win) and before the default.
     pub peer_vars: &'static [(&'static str, PeerVar)],
+    /// `-h` under the peer's name: what the peer's own `-h` lists (its "Usage:" line is also the
+    /// one usage errors show). `None`: lastcall's own help, made from its option table.
+    pub peer_help: Option<&'static str>,
+    /// Whether the text log names a process the OOM killer killed; the peers say nothing.
+    pub names_oom_kills: bool,
+    /// When the app dies of signal N and lastcall is not PID 1: die of N too, so that the parent
+    /// reads the app's own wait status (lastcall's), or exit 128+N as the peers do (a supervisor
+    /// reading the status sees 143, not "killed by SIGTERM").
+    pub reraise_signal_death: bool,
+    /// SIGCONT right after each stop signal of the shutdown, as systemd sends it, so that a
+    /// stopped process runs its handler. The peers send none: an app that handles both would
+    /// see the SIGCONT first (the kernel runs the later handler first).
+    pub cont_after_stop: bool,
+    pub child_signals: ChildSignals,
+    /// dumb-init prints its help and version on stderr; a script that reads them reads there.
+    pub texts_to_stderr: bool,
+    /// chdir("/") once the app is started, so that the init keeps no mount busy (dumb-init does;
+    /// tini stays where it was started).
+    pub leaves_cwd: bool,
+    /// How the peer's own flags spell a signal; lastcall's variables keep lastcall's spelling.
+    pub flag_signals: FlagSignals,
+}
+
+/// How a signal is spelled in the peer's own flags (`-r` for dumb-init, `-p` for tini).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagSignals {
+    /// lastcall's: `TERM`, `sigterm`, `15`, `RTMIN+2`.
+    Any,
+    /// dumb-init's `-r`: `sscanf("%d:%d")`, FROM 1-31, TO 0-31 (0 drops the signal).
+    Numbers31,
+    /// tini's `-p`: exactly one of its names, `SIGTERM` style (no numbers, no real-time).
+    TiniNames,
+}
+
+/// The names tini's `-p` knows (tini.c's `signal_names`).
+const TINI_SIGNAL_NAMES: [&str; 28] = [
+    "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
+    "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN",
+    "SIGTTOU", "SIGURG", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGSYS",
+];
+
+/// C's `%d` at the start of `text`: blanks, a sign, digits; the number and what follows.
+fn scan_int(text: &str) -> Option<(i64, &str)> {
+    let t = text.trim_start();
+    let digits_at = usize::from(t.starts_with(['+', '-']));
+    let end = t[digits_at..].find(|c: char| !c.is_ascii_digit()).map_or(t.len(), |i| i + digits_at);
+    let n = t[..end].parse::<i64>().ok()?;
+    Some((n, &t[end..]))
+}
+
+impl FlagSignals {
+    /// Whether the peer would take `text` as the value of its flag: a whole `FROM:TO` for
+    /// `Numbers31`, one signal for `TiniNames`.
+    pub fn accepts(self, text: &str) -> bool {
+        match self {
+            FlagSignals::Any => true,
+            FlagSignals::Numbers31 => {
+                let Some((from, rest)) = scan_int(text) else { return false };
+                let Some((to, _)) = rest.strip_prefix(':').and_then(scan_int) else { return false };
+                (1..=31).contains(&from) && (0..=31).contains(&to)
+            }
+            FlagSignals::TiniNames => TINI_SIGNAL_NAMES.contains(&text),
+        }
+    }
+}
+
+/// The signal mask and dispositions the app starts with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildSignals {
+    /// What lastcall was started with (tini does the same).
+    Inherited,
+    /// dumb-init's: it unblocks everything in its child and has installed a handler on 1-31,
+    /// which exec turns into SIG_DFL, so an inherited SIG_IGN on those is gone (32-64 keep theirs).
+    EmptyMaskStandardDefault,
 }
 
 use LevelFilter::{Debug, Error, Info, Off, Trace, Warn};
@@ -146,8 +247,8 @@ pub const LASTCALL: Personality = Personality {
     long_prefixes: false,
     version_only_alone: false,
     subcommands: true,
-    usage_exit: 2,
-    setup_exit: crate::error::SETUP,
+    usage_exit: USAGE,
+    setup_exit: SETUP,
     setsid: false,
     group: true,
     own_group_for_single_child: true,
@@ -157,8 +258,8 @@ pub const LASTCALL: Personality = Personality {
     deadlines_in_env: true,
     on_main_exit: OnMainExit::StopTheRest,
     job_control: JobControl::Tini,
-    exec_codes: &[(libc::ENOENT, 127), (libc::ENOTDIR, 127)],
-    exec_other: 126,
+    exec_codes: &[(libc::ENOENT, NOT_FOUND), (libc::ENOTDIR, NOT_FOUND)],
+    exec_other: NOT_EXECUTABLE,
     remap_exec_failure: false,
     log_levels: &[Off, Error, Warn, Info, Debug, Trace],
     log_default: 3,
@@ -168,6 +269,14 @@ pub const LASTCALL: Personality = Personality {
         ("DUMB_INIT_SETSID", PeerVar::Bool(Setting::Setsid)),
         ("TINI_VERBOSITY", PeerVar::Verbosity { lenient: false }),
     ],
+    peer_help: None,
+    names_oom_kills: true,
+    reraise_signal_death: true,
+    cont_after_stop: true,
+    child_signals: ChildSignals::Inherited,
+    texts_to_stderr: false,
+    leaves_cwd: true,
+    flag_signals: FlagSignals::Any,
 };
 
 pub const TINI: Personality = Personality {
@@ -200,6 +309,14 @@ pub const TINI: Personality = Personality {
         ("TINI_KILL_PROCESS_GROUP", PeerVar::AnyValueTurnsOn(Setting::Group)),
         ("TINI_VERBOSITY", PeerVar::Verbosity { lenient: true }),
     ],
+    peer_help: Some(TINI_HELP),
+    names_oom_kills: false,
+    reraise_signal_death: false,
+    cont_after_stop: false,
+    child_signals: ChildSignals::Inherited,
+    texts_to_stderr: false,
+    leaves_cwd: false,
+    flag_signals: FlagSignals::TiniNames,
 };
 
 pub const DUMB_INIT: Personality = Personality {
@@ -230,7 +347,57 @@ pub const DUMB_INIT: Personality = Personality {
         ("DUMB_INIT_SETSID", PeerVar::ValueTurnsOff("0", Setting::Setsid)),
         ("DUMB_INIT_DEBUG", PeerVar::ValueTurnsOn("1", Setting::Debug)),
     ],
+    peer_help: Some(DUMB_INIT_HELP),
+    names_oom_kills: false,
+    reraise_signal_death: false,
+    cont_after_stop: false,
+    child_signals: ChildSignals::EmptyMaskStandardDefault,
+    texts_to_stderr: true,
+    leaves_cwd: true,
+    flag_signals: FlagSignals::Numbers31,
 };
+
+/// tini 0.19's `-h`, but for its version line.
+const TINI_HELP: &str = r#"Usage: tini [OPTIONS] PROGRAM -- [ARGS] | --version
+
+Execute a program under the supervision of a valid init process (tini)
+
+Command line options:
+
+  --version: Show version and exit.
+  -h: Show this help message and exit.
+  -s: Register as a process subreaper (requires Linux >= 3.4).
+  -p SIGNAL: Trigger SIGNAL when parent dies, e.g. "-p SIGKILL".
+  -v: Generate more verbose output. Repeat up to 3 times.
+  -w: Print a warning when processes are getting reaped.
+  -g: Send signals to the child's process group.
+  -e EXIT_CODE: Remap EXIT_CODE (from 0 to 255) to 0.
+  -l: Show license and exit.
+
+Environment variables:
+
+  TINI_SUBREAPER: Register as a process subreaper (requires Linux >= 3.4).
+  TINI_VERBOSITY: Set the verbosity level (default: 1).
+  TINI_KILL_PROCESS_GROUP: Send signals to the child's process group.
+"#;
+
+/// dumb-init 1.2.5's `-h`, but for its version line and its link.
+const DUMB_INIT_HELP: &str = "Usage: dumb-init [option] command [[arg] ...]
+
+dumb-init is a simple process supervisor that forwards signals to children.
+It is designed to run as PID1 in minimal container environments.
+
+Optional arguments:
+   -c, --single-child   Run in single-child mode.
+                        In this mode, signals are only proxied to the
+                        direct child and not any of its descendants.
+   -r, --rewrite s:r    Rewrite received signal s to new signal r before proxying.
+                        To ignore (not proxy) a signal, rewrite it to 0.
+                        This option can be specified multiple times.
+   -v, --verbose        Print debugging information to stderr.
+   -h, --help           Print this help message and exit.
+   -V, --version        Print the current version and exit.
+";
 
 const PEERS: [&Personality; 2] = [&TINI, &DUMB_INIT];
 
@@ -293,6 +460,21 @@ mod tests {
         assert_eq!([enoent, eacces, enoexec].map(|e| LASTCALL.exec_failure_code(e)), [127, 126, 126]);
         assert_eq!([enoent, eacces, enoexec].map(|e| TINI.exec_failure_code(e)), [127, 126, 1]);
         assert_eq!([enoent, eacces, enoexec].map(|e| DUMB_INIT.exec_failure_code(e)), [2, 2, 2]);
+    }
+
+    #[test]
+    fn signals_in_flags_as_each_peer_reads_them() {
+        assert!(LASTCALL.flag_signals.accepts("RTMIN+1:0"));
+        for ok in ["15:3", "1:31", "31:0", " 15:+2", "15:12junk"] {
+            assert!(DUMB_INIT.flag_signals.accepts(ok), "{ok}");
+        }
+        for bad in ["", "15", "15:", "15::12", "15:derp", "herp:derp", "1:32", "0:1", "TERM:INT", "15:RTMIN"] {
+            assert!(!DUMB_INIT.flag_signals.accepts(bad), "{bad}");
+        }
+        assert!(TINI.flag_signals.accepts("SIGUSR1") && TINI.flag_signals.accepts("SIGSYS"));
+        for bad in ["USR1", "sigusr1", "10", "SIGIO", "SIGRTMIN", "SIGIOT"] {
+            assert!(!TINI.flag_signals.accepts(bad), "{bad}");
+        }
     }
 
     #[test]

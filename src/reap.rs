@@ -1,4 +1,6 @@
 //! Reaping: one SIGCHLD may stand for many exits, so wait until nothing is left to collect.
+//!
+//! May import: signals, sys.
 
 use std::fmt;
 

@@ -2,10 +2,11 @@
 //!
 //! Signals are plain numbers (`Sig`) rather than nix's `Signal` enum because real-time signals,
 //! which lastcall forwards like any other, have no enum variant.
+//!
+//! May import: nothing from the crate (a leaf).
 
 use std::fmt;
 
-use nix::sys::signal::SigSet;
 
 /// A signal number, valid or not; `name()` tells which.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,7 +63,8 @@ impl Sig {
     /// `allow_zero` admits `0`, which some options use to mean "none".
     pub fn parse(text: &str, allow_zero: bool) -> Result<Sig, String> {
         let text = text.trim();
-        if let Ok(n) = text.parse::<i32>() {
+        // Digits only: i32's parser would also take a sign ("+15"), which no signal spelling has.
+        if let Some(n) = digits(text) {
             return if n == 0 && allow_zero || (1..=MAX_SIGNAL).contains(&n) {
                 Ok(Sig(n))
             } else {
@@ -94,7 +96,7 @@ impl fmt::Display for Sig {
 /// number a user reads there means the same here. musl keeps 32-34 for itself.
 const RTMIN: i32 = 34;
 const RTMAX: i32 = 64;
-const MAX_SIGNAL: i32 = 64;
+pub const MAX_SIGNAL: i32 = 64;
 
 fn parse_realtime(bare: &str) -> Option<i32> {
     let (base, rest) = if let Some(rest) = bare.strip_prefix("RTMIN") {
@@ -107,13 +109,21 @@ fn parse_realtime(bare: &str) -> Option<i32> {
     let n = if rest.is_empty() {
         base
     } else if let Some(off) = rest.strip_prefix('+') {
-        base + off.parse::<i32>().ok()?
+        base.checked_add(digits(off)?)?
     } else if let Some(off) = rest.strip_prefix('-') {
-        base - off.parse::<i32>().ok()?
+        base.checked_sub(digits(off)?)?
     } else {
         return None;
     };
     (RTMIN..=RTMAX).contains(&n).then_some(n)
+}
+
+/// A number written with ASCII digits and nothing else (no sign, no space), if it fits.
+fn digits(text: &str) -> Option<i32> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 const NAMES: &[(&str, i32)] = &[
@@ -222,24 +232,6 @@ pub fn rewritten_or(rewrite: &[(Sig, Sig)], received: Sig, default: Sig) -> Opti
     }
 }
 
-/// Every signal from 1 to 64 that can be blocked: all but KILL and STOP. Fault signals are
-/// included: the kernel still kills a process whose own fault raises a blocked one (it unblocks
-/// it and restores the default action first), so blocking them costs nothing and lets lastcall
-/// forward what another process sends. 32-34 are included too, which musl's sigfillset leaves
-/// out (`sys::signal_set`).
-pub fn handled_set() -> SigSet {
-    crate::sys::signal_set((1..=MAX_SIGNAL).map(Sig).filter(|&sig| sig != Sig::KILL && sig != Sig::STOP))
-}
-
-/// Blocks the handled set, so that from here on no signal is lost or acted on by default:
-/// each waits, pending, until the event loop reads it. Returns the mask lastcall was started
-/// with, which the app gets back (recorded before `main`: see `sys::inherited_mask`).
-pub fn block_handled() -> nix::Result<SigSet> {
-    let replaced = crate::sys::set_signal_mask(libc::SIG_SETMASK, &handled_set())?;
-    Ok(crate::sys::inherited_mask().unwrap_or(replaced))
-}
-
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,7 +250,7 @@ mod tests {
 
     #[test]
     fn rejects_unknown_signals() {
-        for bad in ["", "TERMINATE", "SIG", "0", "65", "-1", "RTMIN+40", "RTMAX+1", "1.5"] {
+        for bad in ["", "TERMINATE", "SIG", "0", "65", "-1", "RTMIN+40", "RTMAX+1", "1.5", "RTMAX-+1", "RTMIN+-1", "RTMIN++3", "+15", "-15", "RTMIN+ 3", "RTMIN-0x1"] {
             assert!(Sig::parse(bad, false).is_err(), "{bad:?} was accepted");
         }
     }
@@ -316,13 +308,6 @@ mod tests {
         assert_eq!(routes.of(Sig(libc::SIGUSR2)), Route::Forward(Sig(libc::SIGUSR2)));
         assert_eq!(rewritten_or(&rewrite, Sig::TERM, Sig::TERM), Some(Sig::QUIT));
         assert_eq!(rewritten_or(&rewrite, Sig::INT, Sig::STOP), Some(Sig::STOP));
-    }
-
-    #[test]
-    fn every_signal_but_kill_and_stop_is_handled() {
-        let handled: Vec<i32> = crate::sys::signal_members(&handled_set()).map(|s| s.0).collect();
-        let expected: Vec<i32> = (1..=64).filter(|&n| n != libc::SIGKILL && n != libc::SIGSTOP).collect();
-        assert_eq!(handled, expected);
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! The few calls that need `unsafe`: nix's safe wrappers take its `Signal` enum, which has no
 //! real-time signals, and have no sigwaitinfo; musl's signal-set functions leave out 32-34;
 //! the child runs in lastcall's memory until exec; and the sockets are set to raise a signal
-//! (fcntl). Every call goes through libc's wrappers, whose types follow each target's kernel
-//! ABI: no system call is made by hand and no kernel struct is laid out here.
+//! (fcntl); and the ELF note that marks a binary as lastcall is placed in its own section. Calls
+//! go through libc's wrappers, whose types follow each target's kernel ABI, except the four on
+//! the hot paths (`direct`): no kernel struct is laid out here.
+//!
+//! May import: signals.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -17,12 +20,70 @@ use nix::unistd::Pid;
 
 use crate::signals::Sig;
 
+/// A system call made directly, for the hot paths: a signal's wait (rt_sigtimedwait) and
+/// forward (kill, pidfd_send_signal), an orphan's reap (wait4). musl's wrappers for these are cancellation points
+/// (sigtimedwait, waitpid) or go through errno (all three): 52 of the 109 instructions a
+/// forwarded signal cost, against about 10 here (docs/benchmark.md). `libc::syscall` is no way
+/// round: it is variadic, 30 instructions a call. The `syscalls` crate holds the instruction
+/// sequence of each architecture (upstream's, tested there); the numbers are libc's for the
+/// target. Arguments are integers or pointers (as usize, sign-extended: a negative pid stays
+/// negative in the kernel's int). Returns the kernel's result or its errno.
+///
+/// # Safety
+/// The call must be one whose pointer arguments point to memory valid for what the kernel reads
+/// and writes there.
+#[inline(always)]
+unsafe fn direct(number: libc::c_long, args: [usize; 4]) -> nix::Result<usize> {
+    // SAFETY: the caller vouches for the memory behind the arguments; the number is libc's for
+    // this target, so the kernel reads exactly the arguments given.
+    let ret = unsafe { syscalls::raw::syscall4(number as usize, args[0], args[1], args[2], args[3]) };
+    // The kernel returns -errno (-4095..-1) on failure.
+    if ret > -4096isize as usize {
+        Err(Errno::from_raw(-(ret as isize) as i32))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A pid or signal number as a system-call argument: sign-extended, as the C ABI passes an int.
+#[inline(always)]
+fn arg(n: libc::c_int) -> usize {
+    n as isize as usize
+}
+
+/// The ELF note by which an outer lastcall recognises its command as lastcall too (see
+/// `nested`): a PT_NOTE the kernel and the linker leave alone, found without running the binary.
+#[repr(C, align(4))]
+pub struct Note {
+    pub namesz: u32,
+    pub descsz: u32,
+    pub kind: u32,
+    pub name: [u8; 12],
+    pub desc: [u8; 4],
+}
+
+// SAFETY: a plain read-only static in a section of its own; `.note.*` makes LLVM give it the
+// SHT_NOTE type, which the linker keeps (notes are never garbage-collected) and maps in a PT_NOTE
+// program header. Nothing reads it through the section name.
+#[used]
+#[link_section = ".note.lastcall"]
+pub static NOTE: Note = Note {
+    // "lastcall" and its NUL, as ELF spells a note's owner.
+    namesz: 9,
+    descsz: 4,
+    // "LCNS": lastcall's note of nesting.
+    kind: 0x4c43_4e53,
+    name: *b"lastcall\0\0\0\0",
+    // The marker's version.
+    desc: *b"v1\0\0",
+};
+
 /// Sends `sig` to `pid` (a process), `-pgid` (a group) or -1 (everyone we may signal).
 /// The error is a plain errno, not an `io::Error`, which would need dropping on the signal path.
 #[inline(always)]
 pub fn kill(pid: libc::pid_t, sig: Sig) -> nix::Result<()> {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.
-    Errno::result(unsafe { libc::kill(pid, sig.0) }).map(drop)
+    unsafe { direct(libc::SYS_kill, [arg(pid), arg(sig.0), 0, 0]) }.map(drop)
 }
 
 /// A signal set with exactly `members`, bit by bit as the kernel reads it: bit n-1 for signal n,
@@ -73,6 +134,12 @@ pub fn set_signal_mask(how: libc::c_int, set: &SigSet) -> nix::Result<SigSet> {
     // SAFETY: any bit pattern is a valid set.
     Errno::result(rc).map(|_| unsafe { SigSet::from_sigset_t_unchecked(old) })
 }
+
+/// The size of the kernel's signal set: _NSIG / 8, 64 signals on every target lastcall ships for
+/// (MIPS, which has 128, is not one). libc's sigset_t is larger (128 bytes) and the kernel
+/// rejects any other size. A constant, so that the signal path does not call out to musl's
+/// SIGRTMAX() for it.
+const KERNEL_SIGSET_BYTES: usize = 64 / 8;
 
 /// What lastcall was started with, read before Rust's runtime changes it: std ignores SIGPIPE
 /// before `main` (on every Unix). An `.init_array` function runs before the runtime, in a static
@@ -152,6 +219,13 @@ pub fn take_dispositions() {
     }
 }
 
+/// Signals 1-31 (but KILL and STOP) to SIG_DFL, ignored ones too: what dumb-init's child gets.
+pub fn default_standard_dispositions() {
+    for sig in (1..=31).filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP) {
+        set_disposition(sig, libc::SIG_DFL);
+    }
+}
+
 /// Ends lastcall by `sig`'s default action, as the app ended, so that lastcall's parent reads
 /// the same wait status. Returns only if that action does not end lastcall (the signal is
 /// ignored, as an inherited SIG_IGN on 32-34 that musl will not change).
@@ -197,6 +271,69 @@ pub struct ExecPlan {
     take_terminal: bool,
     /// The signal mask the child starts with: the one lastcall was started with.
     mask: SigSet,
+    /// Who the child becomes before exec (`--user`), if anyone.
+    ids: Option<Ids>,
+    no_new_privs: bool,
+}
+
+/// The ids the child switches to, in setgroups, setgid, setuid order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ids {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+/// The steps of the child's start that can fail before exec, by the index the child reports.
+const STEPS: [&str; 5] = [
+    "",
+    "setgroups failed before running",
+    "setgid failed before running",
+    "setuid failed before running",
+    "PR_SET_NO_NEW_PRIVS failed before running",
+];
+
+// The 32-bit-id system calls: on i386 and arm the plain numbers are the old 16-bit ones.
+#[cfg(any(target_arch = "x86", target_arch = "arm"))]
+const SYS_IDS: [libc::c_long; 3] = [libc::SYS_setgroups32, libc::SYS_setgid32, libc::SYS_setuid32];
+#[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+const SYS_IDS: [libc::c_long; 3] = [libc::SYS_setgroups, libc::SYS_setgid, libc::SYS_setuid];
+
+/// Every signal from 1 to 64 that can be blocked: all but KILL and STOP. Fault signals are
+/// included: the kernel still kills a process whose own fault raises a blocked one (it unblocks
+/// it and restores the default action first), so blocking them costs nothing and lets lastcall
+/// forward what another process sends. 32-34 are included too, which musl's sigfillset leaves
+/// out (`signal_set`).
+pub fn handled_set() -> SigSet {
+    signal_set((1..=crate::signals::MAX_SIGNAL).map(Sig).filter(|&sig| sig != Sig::KILL && sig != Sig::STOP))
+}
+
+/// Blocks the handled set, so that from here on no signal is lost or acted on by default:
+/// each waits, pending, until the event loop reads it. Returns the mask lastcall was started
+/// with, which the app gets back (recorded before `main`: see `inherited_mask`).
+pub fn block_handled() -> nix::Result<SigSet> {
+    let replaced = set_signal_mask(libc::SIG_SETMASK, &handled_set())?;
+    Ok(inherited_mask().unwrap_or(replaced))
+}
+
+/// The child's own exit status when its start fails, from the personality's table (see
+/// `personality`): what the parent sees where the errno written into shared memory never
+/// arrives (qemu-user runs the vfork-style clone as a plain fork). A static table, so the
+/// child can look a code up without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct ChildExitCodes {
+    /// errno of a failed exec, and the exit code it gives.
+    pub exec: &'static [(i32, i32)],
+    /// The exit code for any other errno of exec.
+    pub exec_other: i32,
+    /// The exit code when a step before exec fails (setgroups, setgid, setuid, no_new_privs).
+    pub setup: i32,
+}
+
+impl ChildExitCodes {
+    fn for_exec(&self, errno: i32) -> i32 {
+        self.exec.iter().find(|&&(e, _)| e == errno).map_or(self.exec_other, |&(_, code)| code)
+    }
 }
 
 /// Why `spawn` did not start the command.
@@ -226,7 +363,14 @@ impl ExecPlan {
                 pid_slots.push((i, prefix.len()));
             }
         }
-        ExecPlan { argv, envp, pid_slots, detach, take_terminal, mask }
+        ExecPlan { argv, envp, pid_slots, detach, take_terminal, mask, ids: None, no_new_privs: false }
+    }
+
+    /// The child switches to `ids` (if any) and sets no_new_privs (if asked) before exec.
+    pub fn run_as(mut self, ids: Option<Ids>, no_new_privs: bool) -> ExecPlan {
+        self.ids = ids;
+        self.no_new_privs = no_new_privs;
+        self
     }
 }
 
@@ -239,8 +383,15 @@ struct ChildSetup<'a> {
     detach: Detach,
     take_terminal: bool,
     mask: &'a SigSet,
-    /// The errno exec failed with; 0 if it did not return.
+    /// `Ids`, spelled for the child: (uid, gid), and setgroups' list.
+    ids: Option<(libc::uid_t, libc::gid_t)>,
+    groups: &'a [libc::gid_t],
+    no_new_privs: bool,
+    exits: &'a ChildExitCodes,
+    /// The errno exec (or the step) failed with; 0 if it did not return.
     exec_errno: libc::c_int,
+    /// Which of `STEPS` failed; 0 for exec itself.
+    failed_step: usize,
 }
 
 /// Room for the child's few calls and musl's execvpe, which builds each PATH candidate (up to
@@ -254,7 +405,7 @@ const CHILD_STACK: usize = 64 * 1024;
 /// arriving during the spawn would end lastcall. The child shares lastcall's memory and makes
 /// only system calls on memory prepared here; exec's failure comes back in that memory, as the
 /// errno the child could not get past (no pipe, so no fd is needed to start the command).
-pub fn spawn(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
+pub fn spawn(plan: &mut ExecPlan, exits: &ChildExitCodes) -> Result<libc::pid_t, StartFailure> {
     let argv: Vec<*const libc::c_char> =
         plan.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let pid_slots: Vec<*mut u8> = plan.pid_slots.iter().map(|&(i, at)| plan.envp[i][at..].as_mut_ptr()).collect();
@@ -267,7 +418,12 @@ pub fn spawn(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
         detach: plan.detach,
         take_terminal: plan.take_terminal,
         mask: &plan.mask,
+        ids: plan.ids.as_ref().map(|ids| (ids.uid, ids.gid)),
+        groups: plan.ids.as_ref().map_or(&[][..], |ids| &ids.groups[..]),
+        no_new_privs: plan.no_new_privs,
+        exits,
         exec_errno: 0,
+        failed_step: 0,
     };
     // Left uninitialised: the child touches only the top page or two, and writing all of it (or
     // faulting in every page) would cost more than the rest of the start.
@@ -286,11 +442,17 @@ pub fn spawn(plan: &mut ExecPlan) -> Result<libc::pid_t, StartFailure> {
     // SAFETY: the child wrote it, if at all, before clone returned; volatile because the write
     // came from outside this function's view.
     let errno = unsafe { std::ptr::read_volatile(&(*setup_ptr).exec_errno) };
+    // SAFETY: as above.
+    let step = unsafe { std::ptr::read_volatile(&(*setup_ptr).failed_step) };
     if errno != 0 {
         // The child exited right after; collect it now.
         // SAFETY: waitpid on our own child, no status wanted.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-        return Err(StartFailure::Exec(io::Error::from_raw_os_error(errno)));
+        let error = io::Error::from_raw_os_error(errno);
+        return Err(match STEPS.get(step) {
+            Some(what) if step != 0 => StartFailure::Setup(what, error),
+            _ => StartFailure::Exec(error),
+        });
     }
     drop(stack);
     Ok(pid)
@@ -326,6 +488,25 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
         for &slot in setup.pid_slots {
             write_decimal(slot, me as u32);
         }
+        // `--user`: the groups first, while still allowed to set them, the uid last. Raw system
+        // calls: musl's set*id wrappers signal every thread of the process to change them all,
+        // and this child shares lastcall's memory, not its threads. Each one is checked, and a
+        // failure ends the start before exec as lastcall's own (125).
+        if let Some((uid, gid)) = setup.ids {
+            let calls: [(libc::c_long, libc::c_long, libc::c_long); 3] = [
+                (SYS_IDS[0], setup.groups.len() as libc::c_long, setup.groups.as_ptr() as libc::c_long),
+                (SYS_IDS[1], gid as libc::c_long, 0),
+                (SYS_IDS[2], uid as libc::c_long, 0),
+            ];
+            for (i, &(nr, a, b)) in calls.iter().enumerate() {
+                if libc::syscall(nr, a, b) != 0 {
+                    return child_failed(setup, i + 1);
+                }
+            }
+        }
+        if setup.no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return child_failed(setup, 4);
+        }
         // The mask lastcall was started with (dispositions are lastcall's own, which are the
         // inherited ones, and exec resets handlers).
         let _ = set_signal_mask(libc::SIG_SETMASK, setup.mask);
@@ -333,10 +514,24 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
         let errno = *libc::__errno_location();
         setup.exec_errno = errno;
         // qemu-user runs a CLONE_VM|CLONE_VFORK clone as a plain fork, so there lastcall never
-        // sees the errno written above, only this exit status: lastcall's own code for it (a
+        // sees the errno written above, only this exit status: the personality's code for it (a
         // lookup in a static table, safe here).
-        libc::_exit(crate::personality::LASTCALL.exec_failure_code(Some(errno)))
+        libc::_exit(setup.exits.for_exec(errno))
     }
+}
+
+/// Reports that step `step` of the child's start failed with errno, and ends the child with
+/// the personality's code for a failure of its own.
+///
+/// # Safety
+/// Only in the child of `spawn`, with the errno of the failed call still current.
+unsafe fn child_failed(setup: &mut ChildSetup, step: usize) -> libc::c_int {
+    // SAFETY: the errno location is the calling thread's, readable in the child.
+    setup.exec_errno = unsafe { *libc::__errno_location() };
+    setup.failed_step = step;
+    // SAFETY: _exit ends only this child. Under qemu-user (a plain fork) this code is all the
+    // parent sees.
+    unsafe { libc::_exit(setup.exits.setup) }
 }
 
 /// Writes `n` in decimal at `dst`, NUL-terminated; the buffer holds 12 bytes.
@@ -417,8 +612,9 @@ pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
 #[inline(always)]
 pub fn wait_any_exited() -> nix::Result<Option<(Pid, libc::c_int)>> {
     let mut status: libc::c_int = 0;
-    // SAFETY: waitpid writes the status into the int we own.
-    let pid = Errno::result(unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) })?;
+    let status_ptr = &mut status as *mut libc::c_int as usize;
+    // SAFETY: wait4 writes the status into the int we own; no rusage is asked for (null).
+    let pid = unsafe { direct(libc::SYS_wait4, [arg(-1), status_ptr, arg(libc::WNOHANG), 0]) }? as libc::pid_t;
     Ok((pid != 0).then(|| (Pid::from_raw(pid), status)))
 }
 
@@ -445,19 +641,50 @@ fn sigtimedwait(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<O
     sigtimedwait_info(set, timeout).map(|taken| taken.map(|(sig, sender, _)| (sig, sender)))
 }
 
-/// sigtimedwait, with the signal's si_code too.
+/// Sleeps until one of the signals in `set` (all blocked) is pending and takes it: its number,
+/// its sender (0 for none) and its si_code. The idle wait, made directly (`direct`); EINTR is
+/// the caller's to retry.
+#[inline(always)]
+pub fn next_signal(set: &SigSet) -> nix::Result<(Sig, libc::pid_t, libc::c_int)> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
+    let set_ptr = set.as_ref() as *const libc::sigset_t as usize;
+    // SAFETY: rt_sigtimedwait reads KERNEL_SIGSET_BYTES (within sigset_t) of the set we borrow
+    // and writes a whole siginfo_t into ours; no timeout (null).
+    let n = unsafe { direct(libc::SYS_rt_sigtimedwait, [set_ptr, info.as_mut_ptr() as usize, 0, KERNEL_SIGSET_BYTES]) }?;
+    // SAFETY: the kernel copied a complete siginfo_t.
+    let info = unsafe { info.assume_init_ref() };
+    // SAFETY: si_pid reads its sender field, which is 0 for signals no process sent.
+    Ok((Sig(n as libc::c_int), unsafe { info.si_pid() }, info.si_code))
+}
+
+/// Whether a signal taken with si_code `code` is the kernel's word that a socket of lastcall's
+/// is readable: the socket signal, or SIGIO when the kernel's queue of those overflowed, with
+/// a positive si_code, which no process can forge with kill or sigqueue.
+#[inline(always)]
+pub fn is_readiness(sig: Sig, code: libc::c_int) -> bool {
+    // The si_code first: a signal a process sent (SI_USER, SI_QUEUE...) has none above 0, so
+    // a forwarded signal's path stops at one comparison.
+    code > 0 && (sig == socket_signal() || sig.0 == libc::SIGIO)
+}
+
+/// sigtimedwait, with the signal's si_code too. Without a timeout, the system call is made
+/// directly (the idle wait, and so every signal's path); with one, through libc's wrapper, whose
+/// timespec follows the target's time ABI (32-bit targets have two system calls for it).
 #[inline(always)]
 fn sigtimedwait_info(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t, libc::c_int)>> {
     let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
-    let timeout = timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: sigtimedwait reads the set we borrow and the timeout (or none), and writes a whole
-    // siginfo_t into ours.
-    match unsafe { libc::sigtimedwait(set.as_ref(), info.as_mut_ptr(), timeout) } {
-        -1 => match Errno::last() {
-            Errno::EAGAIN => Ok(None),
-            e => Err(e),
-        },
-        n => {
+    let taken = match timeout {
+        None => return next_signal(set).map(Some),
+        Some(t) => {
+            // SAFETY: sigtimedwait reads the set we borrow and the timeout, and writes a whole
+            // siginfo_t into ours.
+            Errno::result(unsafe { libc::sigtimedwait(set.as_ref(), info.as_mut_ptr(), t) })
+        }
+    };
+    match taken {
+        Err(Errno::EAGAIN) => Ok(None),
+        Err(e) => Err(e),
+        Ok(n) => {
             // SAFETY: the kernel copied a complete siginfo_t.
             let info = unsafe { info.assume_init_ref() };
             // SAFETY: si_pid reads its sender field, which is 0 for signals no process sent.
@@ -468,19 +695,15 @@ fn sigtimedwait_info(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Res
 
 /// Like `wait_for_signal`, for the loop that also has deadlines and sockets: waits at most
 /// `timeout` (None: for as long as it takes) and returns None when it ran out. Also says
-/// whether the signal is the kernel's word that a socket of lastcall's is readable (the socket
-/// signal, or SIGIO when the kernel's queue of those overflowed, with a positive si_code, which
-/// no process can forge with kill or sigqueue) rather than one someone sent for the app.
+/// whether the signal is the kernel's word that a socket of lastcall's is readable
+/// (`is_readiness`) rather than one someone sent for the app.
 #[inline(always)]
 pub fn wait_for_signal_until(set: &SigSet, timeout: Option<std::time::Duration>) -> nix::Result<Option<(Sig, libc::pid_t, bool)>> {
     let ts = timeout.map(|t| libc::timespec { tv_sec: t.as_secs().min(i32::MAX as u64) as _, tv_nsec: t.subsec_nanos() as _ });
     loop {
         match sigtimedwait_info(set, ts.as_ref()) {
             Err(Errno::EINTR) => continue,
-            Ok(Some((sig, sender, code))) => {
-                let from_a_socket = code > 0 && (sig == socket_signal() || sig.0 == libc::SIGIO);
-                return Ok(Some((sig, sender, from_a_socket)));
-            }
+            Ok(Some((sig, sender, code))) => return Ok(Some((sig, sender, is_readiness(sig, code)))),
             Ok(None) => return Ok(None),
             Err(e) => return Err(e),
         }
@@ -510,8 +733,11 @@ const F_SETSIG: libc::c_int = 10;
 /// sent still reaches it: it carries a si_code of its sender's. Not the top ones: qemu-user 7.2
 /// keeps the host's last real-time signals for itself, and measured there, 63 and 64 sent by a
 /// process never arrived while 40 and 50 did (`docker run --platform` runs lastcall so).
+#[inline(always)]
 pub fn socket_signal() -> Sig {
-    Sig(libc::SIGRTMAX() - 14)
+    // A constant rather than musl's SIGRTMAX() (64 on every target lastcall ships for: see
+    // KERNEL_SIGSET_BYTES), which would be a call out on every SIGCHLD's path.
+    Sig(64 - 14)
 }
 
 /// Asks the kernel to send lastcall (`owner`) the socket signal whenever `fd` becomes readable
@@ -539,6 +765,87 @@ pub fn signal_when_readable(fd: BorrowedFd<'_>, owner: Pid) -> io::Result<bool> 
 }
 
 
+/// A pidfd for `pid` (pidfd_open, Linux 5.3): a handle that keeps naming that very process, so
+/// a signal sent through it can never reach another process that got the pid after it.
+/// ENOSYS on older kernels (and under some seccomp filters: EPERM).
+pub fn pidfd_open(pid: libc::pid_t) -> nix::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags by value and returns a new fd or -1.
+    let fd = Errno::result(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) })?;
+    // SAFETY: the kernel just gave us this fd (close-on-exec, as every pidfd is); we own it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Sends `sig` to the process `pidfd` names; ESRCH once it has been reaped.
+#[inline(always)]
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: Sig) -> nix::Result<()> {
+    // SAFETY: integers only, and a null siginfo (the kernel fills it in as kill() would).
+    // Made directly (`direct`): -c forwards every signal through it.
+    unsafe { direct(libc::SYS_pidfd_send_signal, [arg(pidfd.as_raw_fd()), arg(sig.0), 0, 0]) }.map(drop)
+}
+
+/// The process group of `pid` (getpgid), without /proc.
+pub fn process_group(pid: libc::pid_t) -> nix::Result<libc::pid_t> {
+    // SAFETY: getpgid takes a pid by value.
+    Errno::result(unsafe { libc::getpgid(pid) })
+}
+
+/// Whether TERM, INT or QUIT is pending (blocked, not yet taken): a stop already asked for.
+pub fn termination_pending() -> bool {
+    // SAFETY: sigset_t is plain integers; all zero is the empty set.
+    let mut pending: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigpending writes the set we own; sigismember reads it.
+    unsafe {
+        libc::sigpending(&mut pending) == 0
+            && [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT].iter().any(|&sig| libc::sigismember(&pending, sig) == 1)
+    }
+}
+
+/// lastcall's effective uid and gid: whom the files it makes belong to.
+pub fn effective_ids() -> (u32, u32) {
+    // SAFETY: geteuid and getegid take nothing and cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// Whether lastcall already runs as `uid` and `gid`, real and effective alike.
+pub fn runs_as(uid: u32, gid: u32) -> bool {
+    // SAFETY: these four calls take nothing and cannot fail.
+    unsafe { libc::getuid() == uid && libc::geteuid() == uid && libc::getgid() == gid && libc::getegid() == gid }
+}
+
+/// lastcall's supplementary groups (at most 65536, the kernel's NGROUPS_MAX).
+pub fn supplementary_groups() -> Vec<u32> {
+    let mut groups = vec![0 as libc::gid_t; 65536];
+    // SAFETY: getgroups writes at most `len` gids into the buffer we own.
+    let n = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(n).unwrap_or(0));
+    groups
+}
+
+/// Runs `work` in a forked child and hands back its pid and the read end of a pipe carrying
+/// what `work` returned: for work that may block past a deadline of the caller's (a DNS query
+/// to a silent server), which the caller can abandon and kill instead of waiting for it, with
+/// no thread. Only for a process with one thread, as the probe is: fork copies just the caller.
+pub fn fork_with_pipe(work: impl FnOnce() -> Vec<u8>) -> io::Result<(libc::pid_t, std::fs::File)> {
+    let (read, write) = nix::unistd::pipe()?;
+    // SAFETY: the calling process has one thread (the probe's), so the child may allocate and
+    // run any code: no lock can be held by a thread that fork left behind.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            drop(read);
+            let mut out = std::fs::File::from(write);
+            let code = match std::io::Write::write_all(&mut out, &work()) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            };
+            // SAFETY: _exit ends the child without running the parent's exit handlers twice.
+            unsafe { libc::_exit(code) }
+        }
+        pid => Ok((pid, std::fs::File::from(read))),
+    }
+}
+
 /// 64 bits from the kernel's CSPRNG, for names a local attacker must not predict.
 pub fn random_u64() -> io::Result<u64> {
     let mut bytes = [0u8; 8];
@@ -561,6 +868,39 @@ pub fn random_u64() -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_signal_but_kill_and_stop_is_handled() {
+        let handled: Vec<i32> = signal_members(&handled_set()).map(|s| s.0).collect();
+        let expected: Vec<i32> = (1..=64).filter(|&n| n != libc::SIGKILL && n != libc::SIGSTOP).collect();
+        assert_eq!(handled, expected);
+    }
+
+    #[test]
+    fn the_kernels_signal_set_size_and_socket_signal_are_libcs() {
+        assert_eq!(KERNEL_SIGSET_BYTES, (libc::SIGRTMAX() as usize + 1) / 8);
+        assert_eq!(socket_signal(), Sig(libc::SIGRTMAX() - 14));
+    }
+
+    #[test]
+    fn a_pidfd_signals_its_process_and_no_other() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let fd = match pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                assert_eq!(e, Errno::ENOSYS, "pidfd_open");
+                return;
+            }
+        };
+        assert_eq!(pidfd_send_signal(std::os::fd::AsFd::as_fd(&fd), Sig(0)), Ok(()));
+        assert_eq!(pidfd_send_signal(std::os::fd::AsFd::as_fd(&fd), Sig::KILL), Ok(()));
+        child.wait().unwrap();
+        // Reaped: whatever has the pid now, the pidfd does not name it.
+        assert_eq!(pidfd_send_signal(std::os::fd::AsFd::as_fd(&fd), Sig(0)), Err(Errno::ESRCH));
+    }
 
     #[test]
     fn kill_reports_the_kernels_answer() {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fixture, kill, lines, monotonic_ns, scratch, wait_line, wait_until};
+use common::{fixture, free_port, http_get, kill, lines, monotonic_ns, scratch, wait_line, wait_until};
 
 const SEC: Duration = Duration::from_secs(1);
 /// Deadlines for a binary under emulation on a loaded 2-core machine.
@@ -153,16 +153,21 @@ fn check(which: impl Fn(&str) -> bool) {
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
 
-/// The integration suites (all of tests/ but this file and the real-host suite) against
-/// `target`'s binary. hosts.rs starts dockerd, Podman and a systemd container for three minutes
-/// of CI time to test the hosts, which the host target's run already covers.
+/// Suites that test something other than the architecture, which the host target's run covers:
+/// this file; the real hosts (dockerd, Podman, systemd: three minutes of CI); the peers' own
+/// suites (the personalities are data, the same on every target: two to eight minutes); the
+/// README's blocks and the set-up scripts (shell and cargo); and the instruction counts, which
+/// are measured against the peers Debian ships for the host.
+const HOST_ONLY: [&str; 6] = ["arches", "hosts", "peer_suites", "readme_blocks", "setup_host", "instructions"];
+
+/// The integration suites (all of tests/ but `HOST_ONLY`) against `target`'s binary.
 fn whole_suite(target: &str) {
     let mut args = vec!["+1.95.0", "test", "--locked", "--target", target];
     let suites: Vec<String> = fs::read_dir(repo().join("tests"))
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
-        .filter(|name| name != "arches" && name != "hosts")
+        .filter(|name| !HOST_ONLY.contains(&name.as_str()))
         .collect();
     for suite in &suites {
         args.extend(["--test", suite]);
@@ -255,20 +260,6 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
-fn http_status(port: u16, path: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(10 * SEC)).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).ok()?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).ok()?;
-    answer.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// The real-process checks, each in lastcall's default mode (no --no-subreaper).
 fn smoke(lc: &Lastcall) {
     let name = lc.bin.file_name().unwrap().to_string_lossy().into_owned();
@@ -309,16 +300,18 @@ fn smoke(lc: &Lastcall) {
     // Pre-stop and the health endpoint: /ready turns 503 at TERM, the app keeps running through
     // the pre-stop and gets TERM after it; `lastcall probe` reads the same endpoint.
     let port = free_port();
+    // Up to 10 s for an answer: the emulated lastcall is slow.
+    let http_status = |path: &str| http_get(port, path, 10 * SEC).map(|(status, _)| status);
     let listen = format!("127.0.0.1:{port}");
     let mut run = lc.start("pre-stop", &["--pre-stop", "1500ms", "--health-listen", &listen, "--", "python3", &fixture(), "record", "report"]);
     let report = run.report();
     wait_line(&report, "child ready", LONG);
-    wait_until(LONG, "/ready to answer 200", || (http_status(port, "/ready") == Some(200)).then_some(()));
-    assert_eq!(http_status(port, "/live"), Some(200));
+    wait_until(LONG, "/ready to answer 200", || (http_status("/ready") == Some(200)).then_some(()));
+    assert_eq!(http_status("/live"), Some(200));
     assert_eq!(lc.run(false, &["probe", "ready", "--health-listen", &listen]).0, 0);
     let term_sent = monotonic_ns();
     kill(run.pid(), libc::SIGTERM);
-    wait_until(LONG, "/ready to answer 503", || (http_status(port, "/ready") == Some(503)).then_some(()));
+    wait_until(LONG, "/ready to answer 503", || (http_status("/ready") == Some(503)).then_some(()));
     assert_eq!(lc.run(false, &["probe", "ready", "--health-listen", &listen]).0, 1);
     let line = wait_line(&report, &format!("child signal {} ", libc::SIGTERM), LONG);
     let got: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();

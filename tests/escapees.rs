@@ -85,3 +85,77 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// The init of a fresh PID namespace (so the host's pid counter is never touched): lastcall, not
+/// PID 1, runs an app that leaves a session leader behind (ignoring TERM and HUP, and forking
+/// nothing, so no other pid is taken meanwhile) and exits. Once lastcall has reaped the app, the
+/// app's pid is handed out again through ns_last_pid to an unrelated process that leads a group
+/// of its own. lastcall gets SIGHUP, then its grace runs out: neither the HUP nor the SIGKILL
+/// may reach that process.
+const PID_REUSE: &str = r#"
+import os, signal, subprocess, sys, time
+lastcall, d = sys.argv[1], sys.argv[2]
+def wait(cond, what, limit=20):
+    end = time.time() + limit
+    while not cond():
+        if time.time() > end:
+            sys.exit("timed out waiting for " + what)
+        time.sleep(0.005)
+def read(name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return f.read()
+    except OSError:
+        return ""
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+app = ("setsid sh -c 'trap \"\" TERM HUP; echo $$ > \"$1/leftover\"; exec sleep 1000' sh \"$1\" & "
+       "while [ ! -s \"$1/leftover\" ]; do sleep 0.01; done; echo $$ > \"$1/app\"")
+err = open(os.path.join(d, "lastcall.stderr"), "w")
+lc = subprocess.Popen([lastcall, "--grace", "2s", "--", "sh", "-c", app, "sh", d], stderr=err,
+                      env=dict(os.environ, LASTCALL_LOG="debug"))
+wait(lambda: read("app").strip(), "the app")
+app_pid = int(read("app"))
+wait(lambda: not os.path.exists("/proc/%d" % app_pid), "lastcall to reap the app")
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write(str(app_pid - 1))
+victim = subprocess.Popen(["sh", "-c", "trap 'echo HUP >> \"$1/victim\"' HUP; trap 'echo TERM >> \"$1/victim\"' TERM; "
+                           "echo $$ > \"$1/victim-pid\"; while :; do sleep 0.02; done", "sh", d], start_new_session=True)
+wait(lambda: read("victim-pid").strip(), "the victim")
+os.kill(lc.pid, signal.SIGHUP)
+wait(lambda: "SIGHUP" in read("lastcall.stderr"), "lastcall to handle SIGHUP")
+code = lc.wait(timeout=20)
+time.sleep(0.2)
+print("app", app_pid)
+print("victim", victim.pid, os.getpgid(victim.pid))
+print("lastcall", code)
+print("victim-alive", alive(victim.pid))
+print("victim-got", read("victim").split())
+"#;
+
+#[test]
+fn a_recycled_pid_gets_neither_the_forwarded_signal_nor_the_sigkill() {
+    let dir = scratch("pid-reuse");
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "--", "python3", "-c", PID_REUSE, LASTCALL])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let log = fs::read_to_string(dir.join("lastcall.stderr")).unwrap_or_default();
+    let report = format!("{stdout}{}\nlastcall's log:\n{log}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{report}");
+    let field = |name: &str| stdout.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).unwrap_or_default().to_string();
+    let app = field("app");
+    // The reuse happened: the victim has the app's pid, and leads a group with that id.
+    assert_eq!(field("victim"), format!("{app} {app}"), "{report}");
+    assert_eq!(field("victim-alive"), "True", "the grace's SIGKILL reached the recycled pid: {report}");
+    assert_eq!(field("victim-got"), "[]", "a forwarded signal reached the recycled pid: {report}");
+    // lastcall did its job for what was really the app's: the leftover got the SIGKILL.
+    assert!(log.contains("grace expired"), "{report}");
+}

@@ -12,9 +12,10 @@
 //! HUP") is read after a real-time mark sent to that process: the kernel delivers every standard
 //! signal already pending before it.
 //!
-//! The exit status is compared as a shell reports it (N, or 128+N for a death by signal N): when
-//! lastcall is not PID 1 it ends by the app's own death signal under every name (issue 9 §1),
-//! where both peers exit 128+N.
+//! Compared raw: the init's wait status as its parent reads it ("exited 143" and "signaled 15"
+//! differ, though a shell prints 143 for both), the order of the signals each process got, and
+//! whether the init wrote anything to stderr at all (the wording is each one's own: tini's
+//! `[WARN  tini (PID)]` lines, lastcall's `lastcall: warning:`).
 
 mod common;
 
@@ -200,8 +201,13 @@ struct Outcome {
     /// Per role, the signals it recorded in order, with `mark` where the test or the harness
     /// asked what it had got so far.
     signals: BTreeMap<String, Vec<String>>,
-    /// As a shell reports it: the exit code, or 128+N for a death by signal N.
+    /// The init's wait status, raw: "exited N" or "signaled N".
+    status: String,
+    /// As a shell reports it: the exit code, or 128+N for a death by signal N (read off `status`).
     code: i32,
+    /// Whether the init wrote nothing to stderr (lastcall writes where the peer is silent, or
+    /// says nothing where the peer warns: either differs).
+    quiet: bool,
     /// "ROLE STATE" of each fixture process still running when the init had exited.
     left: Vec<String>,
     /// What the scenario itself looked at: states along the way, what the logs said.
@@ -331,7 +337,8 @@ impl Run {
         };
         let read = |name: &str| fs::read_to_string(self.dir.join(name)).unwrap_or_default();
         assert!(status.success(), "the harness failed: {}", read("harness.stderr"));
-        let code = match read("status").split_whitespace().collect::<Vec<_>>()[..] {
+        let status = read("status");
+        let code = match status.split_whitespace().collect::<Vec<_>>()[..] {
             ["exited", n] => n.parse().unwrap(),
             ["signaled", n] => 128 + n.parse::<i32>().unwrap(),
             ref other => panic!("no status: {other:?}; {}", read("harness.stderr")),
@@ -344,7 +351,9 @@ impl Run {
             }
         }
         let left = read("left").lines().map(str::to_string).collect();
-        Outcome { signals, code, left, observed }
+        // On a pty the init's stderr is the transcript, which the scenario compares itself.
+        let quiet = read("stderr").is_empty();
+        Outcome { signals, status, code, left, quiet, observed }
     }
 }
 
@@ -414,6 +423,23 @@ fn run_output_after_exit(run: &Run) -> String {
     let status = run.dir.join("status");
     wait_until(LIMIT, "the harness to reap the init", || status.exists().then_some(()));
     run.output()
+}
+
+/// The init's own working directory while the app runs: tini stays where it was started,
+/// dumb-init moves to / (so that it keeps no mount busy); the app keeps the one it was given.
+#[test]
+fn the_inits_working_directory() {
+    for (peer, expected) in [(Peer::Tini, false), (Peer::DumbInit, true)] {
+        let outcome = scenario(peer, &["--"]).same(|run| {
+            let main = run.pid("main");
+            let cwd = |pid: i32| fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+            let observed = vec![format!("init at /: {}", cwd(run.init_pid) == Path::new("/")), format!("app at /: {}", cwd(main) == Path::new("/"))];
+            run.signal_init(TERM);
+            let _ = run_output_after_exit(run);
+            observed
+        });
+        assert_eq!(outcome.observed, [format!("init at /: {expected}"), "app at /: false".to_string()], "{peer:?}");
+    }
 }
 
 /// `-g` and TINI_KILL_PROCESS_GROUP (set to anything, even 0 or nothing) signal the group.
@@ -525,8 +551,10 @@ fn tini_exit_codes() {
         assert_eq!(outcome.code, code, "{args:?} {command}");
     }
     // Usage errors exit 1: an unknown option (also one permuted from the command's arguments),
-    // a bad -e, no command at all, --version with company.
-    for bad in [&["-c", "true"][..], &["sh", "-c", "true"], &["-e", "256", "true"], &[], &["--version", "true"]] {
+    // a bad -e, a -p signal not spelled as tini spells it, no command at all, --version with
+    // company.
+    let p_bad: [&[&str]; 3] = [&["-p", "USR1", "true"], &["-p", "10", "true"], &["-p", "SIGRTMIN", "true"]];
+    for bad in [&["-c", "true"][..], &["sh", "-c", "true"], &["-e", "256", "true"], &[], &["--version", "true"]].into_iter().chain(p_bad) {
         let outcome = scenario(Peer::Tini, bad).command(&[]).same(|_| vec![]);
         assert_eq!(outcome.code, 1, "{bad:?}");
     }
@@ -751,7 +779,8 @@ fn dumb_init_exit_codes() {
         let outcome = scenario(Peer::DumbInit, &["--"]).command(&[command]).same(|_| vec![]);
         assert_eq!(outcome.code, 2, "{command}");
     }
-    for bad in [&["-s", "true"][..], &["-r", "TERM", "true"], &[]] {
+    // -r takes numbers only, FROM 1-31, TO 0-31.
+    for bad in [&["-s", "true"][..], &["-r", "TERM", "true"], &[], &["-r", "1:32", "true"], &["-r", "TERM:INT", "true"], &["-r", "15:RTMIN", "true"]] {
         let outcome = scenario(Peer::DumbInit, bad).command(&[]).same(|_| vec![]);
         assert_eq!(outcome.code, 1, "{bad:?}");
     }

@@ -17,19 +17,6 @@ use common::*;
 
 const SEC: Duration = Duration::from_secs(1);
 
-/// Every signal back to its default action, 32-34 included, which neither glibc's nor musl's
-/// sigaction will touch. cargo (glibc) starts the tests with 32 and 33 ignored, which a child
-/// would inherit. An all-zero kernel sigaction is SIG_DFL with no flags and an empty mask on every
-/// architecture, whatever the order of its fields.
-fn default_dispositions() -> std::io::Result<()> {
-    let zero = [0u64; 8];
-    for sig in (1..=64).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP) {
-        // SAFETY: rt_sigaction reads the all-zero struct we own; SIG_DFL installs no handler.
-        unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, zero.as_ptr(), std::ptr::null_mut::<u64>(), 8usize) };
-    }
-    Ok(())
-}
-
 /// lastcall as a plain child (or PID 1 of a new namespace), started with default dispositions.
 fn lastcall(pid1: bool, args: &[&str]) -> Command {
     let mut cmd = if pid1 {

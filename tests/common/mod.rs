@@ -1,14 +1,19 @@
 //! Running the built lastcall around fixture programs, as PID 1 of a new PID namespace or as a
-//! plain child, and waiting on what they report, with deadlines rather than sleeps.
+//! plain child, and waiting on what they report, with deadlines rather than sleeps. `proc`:
+//! processes (spawn, kill, wait with a deadline, pids cgroups); `net`: a free port and HTTP.
 #![allow(dead_code)]
 
-use std::ffi::OsStr;
+pub mod net;
+pub mod proc;
+// Not every suite uses both: the suites reach them as `common::NAME`.
+#[allow(unused_imports)]
+pub use net::*;
+#[allow(unused_imports)]
+pub use proc::*;
+
 use std::fs;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 pub const LASTCALL: &str = env!("CARGO_BIN_EXE_lastcall");
 
@@ -26,282 +31,22 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Every signal back to its default action, 32-34 included, which neither glibc's nor musl's
+/// sigaction will touch. cargo (glibc) starts the tests with 32 and 33 ignored, which a child
+/// would inherit. An all-zero kernel sigaction is SIG_DFL with no flags and an empty mask on every
+/// architecture, whatever the order of its fields.
+pub fn default_dispositions() -> std::io::Result<()> {
+    let zero = [0u64; 8];
+    for sig in (1..=64).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP) {
+        // SAFETY: rt_sigaction reads the all-zero struct we own; SIG_DFL installs no handler.
+        unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, zero.as_ptr(), std::ptr::null_mut::<u64>(), 8usize) };
+    }
+    Ok(())
+}
+
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-pub fn kill(pid: i32, sig: i32) {
-    // SAFETY: kill takes plain integers.
-    let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig}): {}", std::io::Error::last_os_error());
-}
-
-pub fn alive(pid: i32) -> bool {
-    // A zombie still answers kill(pid, 0); its state in /proc says it is gone.
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// Polls `check` until it gives a value or `limit` passes.
-pub fn wait_until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// The lines of a fixture's report file.
-pub fn lines(path: &Path) -> Vec<String> {
-    fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
-}
-
-/// Waits for a report line starting with `prefix` and returns it.
-pub fn wait_line(path: &Path, prefix: &str, limit: Duration) -> String {
-    wait_until(limit, &format!("'{prefix}' in {}", path.display()), || {
-        lines(path).into_iter().find(|l| l.starts_with(prefix))
-    })
-}
-
-pub fn count_lines(path: &Path, prefix: &str) -> usize {
-    lines(path).iter().filter(|l| l.starts_with(prefix)).count()
-}
-
-pub struct Run {
-    child: Child,
-    /// lastcall's pid as this test sees it.
-    pub pid: i32,
-    pub stderr_path: PathBuf,
-    pub stdout_path: PathBuf,
-    status: Option<ExitStatus>,
-}
-
-pub enum Mode {
-    /// PID 1 of a new PID namespace with its own /proc, as in a container.
-    Pid1,
-    /// A plain child of the test: lastcall is a subreaper, as in a systemd unit.
-    Plain,
-}
-
-pub struct Spec<'a> {
-    pub mode: Mode,
-    pub args: Vec<String>,
-    pub env: Vec<(&'a str, String)>,
-    pub dir: &'a Path,
-    /// Run in the child between fork and exec of lastcall (or of unshare).
-    pub pre_exec: Option<fn() -> std::io::Result<()>>,
-}
-
-impl<'a> Spec<'a> {
-    pub fn new(mode: Mode, dir: &'a Path, args: &[&str]) -> Spec<'a> {
-        Spec { mode, args: args.iter().map(|s| s.to_string()).collect(), env: vec![], dir, pre_exec: None }
-    }
-
-    pub fn env(mut self, key: &'a str, value: &str) -> Self {
-        self.env.push((key, value.to_string()));
-        self
-    }
-
-    pub fn start(self) -> Run {
-        let stderr_path = self.dir.join("lastcall.stderr");
-        let stdout_path = self.dir.join("lastcall.stdout");
-        let mut cmd = match self.mode {
-            Mode::Pid1 => {
-                let mut c = Command::new("unshare");
-                c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
-                c
-            }
-            Mode::Plain => Command::new(LASTCALL),
-        };
-        cmd.args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(self.dir)
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(&stdout_path).unwrap())
-            .stderr(fs::File::create(&stderr_path).unwrap());
-        if let Some(hook) = self.pre_exec {
-            // SAFETY: the hooks the tests pass make only async-signal-safe calls.
-            unsafe { cmd.pre_exec(hook) };
-        }
-        let child = cmd.spawn().expect("start lastcall");
-        let outer = child.id() as i32;
-        let pid = match self.mode {
-            Mode::Plain => outer,
-            // 0 when lastcall came and went before it could be seen: only its status is left.
-            Mode::Pid1 => wait_until(Duration::from_secs(10), "unshare to start lastcall", || {
-                if !alive(outer) {
-                    return Some(0);
-                }
-                let kids = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children")).ok()?;
-                let pid: i32 = kids.split_whitespace().next()?.parse().ok()?;
-                let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-                (comm.trim() == "lastcall").then_some(pid)
-            }),
-        };
-        Run { child, pid, stderr_path, stdout_path, status: None }
-    }
-}
-
-impl Run {
-    pub fn signal(&self, sig: i32) {
-        assert!(self.pid > 0, "lastcall already exited");
-        kill(self.pid, sig);
-    }
-
-    /// Waits for lastcall to exit and returns its exit code (128+N if it was killed by N).
-    pub fn wait(&mut self, limit: Duration) -> i32 {
-        let status = match self.status {
-            Some(s) => s,
-            None => {
-                let child = &mut self.child;
-                let s = wait_until(limit, "lastcall to exit", || child.try_wait().unwrap());
-                self.status = Some(s);
-                s
-            }
-        };
-        status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-    }
-
-    pub fn try_exited(&mut self) -> bool {
-        self.status.is_some() || self.child.try_wait().unwrap().is_some()
-    }
-
-    pub fn stderr(&self) -> String {
-        fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    pub fn stdout(&self) -> String {
-        fs::read_to_string(&self.stdout_path).unwrap_or_default()
-    }
-
-    /// lastcall's context switches so far: voluntary + involuntary.
-    pub fn context_switches(&self) -> u64 {
-        let status = fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
-        status
-            .lines()
-            .filter(|l| l.contains("ctxt_switches"))
-            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
-            .sum()
-    }
-}
-
-impl Drop for Run {
-    /// Even when a test fails, nothing it started outlives it.
-    fn drop(&mut self) {
-        if !self.try_exited() {
-            if self.pid > 0 {
-                // A plain lastcall's descendants would outlive a SIGKILL to lastcall alone.
-                for pid in descendants(self.pid).into_iter().chain([self.pid]) {
-                    // SAFETY: kill takes plain integers.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Every descendant of `pid`, from /proc's children lists.
-pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut found = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        let tasks = fs::read_dir(format!("/proc/{p}/task")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
-        for task in tasks {
-            let kids = fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for kid in kids.split_whitespace().filter_map(|k| k.parse::<i32>().ok()) {
-                found.push(kid);
-                todo.push(kid);
-            }
-        }
-    }
-    found
-}
-
-/// Runs lastcall to completion with no input and returns (exit code, stdout, stderr).
-pub fn run_to_end<S: AsRef<OsStr>>(mode: Mode, args: &[S], env: &[(&str, &str)]) -> (i32, Vec<u8>, String) {
-    let mut cmd = match mode {
-        Mode::Pid1 => {
-            let mut c = Command::new("unshare");
-            c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
-            c
-        }
-        Mode::Plain => Command::new(LASTCALL),
-    };
-    let out = cmd
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run lastcall");
-    let code = out.status.code().unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
-    (code, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-/// A pids cgroup of its own (cgroup v2 where it has the pids controller, else v1's), with `max`
-/// in pids.max, removed on drop with everything in it, even when the test fails.
-pub struct PidsCgroup {
-    pub dir: PathBuf,
-}
-
-impl PidsCgroup {
-    pub fn new(max: u32) -> PidsCgroup {
-        let name = format!("lastcall-test-{}-{}", std::process::id(), monotonic_ns());
-        // A cgroup2 root lists pids in cgroup.controllers (a hybrid host's /sys/fs/cgroup is a
-        // tmpfs, where a "pids.max" would be a plain file); v1 has its own hierarchy.
-        let has_pids = |root: &Path| {
-            fs::read_to_string(root.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
-        };
-        let v2 = [Path::new("/sys/fs/cgroup/unified"), Path::new("/sys/fs/cgroup")].into_iter().filter(|r| has_pids(r));
-        let v1 = Path::new("/sys/fs/cgroup/pids");
-        for root in v2.chain([v1].into_iter().filter(|r| r.join("pids.max").exists() || r.join("tasks").exists())) {
-            let dir = root.join(&name);
-            if fs::create_dir(&dir).is_err() {
-                continue;
-            }
-            // Fails where the parent does not hand the pids controller down (subtree_control).
-            if fs::write(dir.join("pids.max"), max.to_string()).is_ok() {
-                return PidsCgroup { dir };
-            }
-            let _ = fs::remove_dir(&dir);
-        }
-        panic!("no pids cgroup controller to test with (tried cgroup v2 and /sys/fs/cgroup/pids)");
-    }
-
-    pub fn procs_file(&self) -> PathBuf {
-        self.dir.join("cgroup.procs")
-    }
-
-    /// The processes in the cgroup that are not zombies.
-    pub fn living(&self) -> Vec<i32> {
-        let text = fs::read_to_string(self.procs_file()).unwrap_or_default();
-        text.split_whitespace().filter_map(|p| p.parse().ok()).filter(|&p| alive(p)).collect()
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        // A fork bomb refills what is killed, so kill until nothing is left (bounded).
-        for _ in 0..2000 {
-            let living = self.living();
-            if living.is_empty() && fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            for pid in living {
-                // SAFETY: kill takes plain integers.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        eprintln!("could not remove {}", self.dir.display());
-    }
 }

@@ -336,6 +336,7 @@ pub const CASES: &[Case] = &[
     Case { name: "docker_lastcall_rewrite", run: docker_lastcall_rewrite },
     Case { name: "docker_exit_codes", run: docker_exit_codes },
     Case { name: "docker_orphans_are_reaped", run: docker_orphans_are_reaped },
+    Case { name: "docker_oom_kill_is_named_in_both_log_formats", run: docker_oom_kill_is_named_in_both_log_formats },
     Case { name: "docker_healthcheck_goes_unhealthy_at_the_first_signal", run: docker_healthcheck_goes_unhealthy_at_the_first_signal },
     Case { name: "docker_ready_is_503_during_the_pre_stop", run: docker_ready_is_503_during_the_pre_stop },
     Case { name: "docker_unready_on_stop_keeps_ready_through_the_pre_stop", run: docker_unready_on_stop_keeps_ready_through_the_pre_stop },
@@ -343,6 +344,9 @@ pub const CASES: &[Case] = &[
     Case { name: "docker_run_it_sh_gets_its_prompt_back", run: docker_run_it_sh_gets_its_prompt_back },
     Case { name: "docker_the_502_experiment", run: docker_the_502_experiment },
     Case { name: "docker_dockerfile_example_builds_and_drains", run: docker_dockerfile_example_builds_and_drains },
+    Case { name: "docker_distroless_app_as_a_user_probed_by_lastcall", run: docker_distroless_app_as_a_user_probed_by_lastcall },
+    Case { name: "docker_run_it_ctrl_c_reaches_an_app_as_another_user", run: docker_run_it_ctrl_c_reaches_an_app_as_another_user },
+    Case { name: "docker_init_in_front_of_a_lastcall_entrypoint_steps_aside", run: docker_init_in_front_of_a_lastcall_entrypoint_steps_aside },
 ];
 
 fn docker_info_reads_lastcalls_version(hosts: &mut Hosts) {
@@ -382,9 +386,9 @@ fn docker_stop_of_a_term_ignoring_app_ends_at_lastcalls_grace(hosts: &mut Hosts)
     let log = c.logs(false);
     assert_eq!(c.exit_code(), 137, "{log}");
     assert!(took >= Duration::from_millis(7800) && took < DOCKER_STOP_TIMEOUT, "docker stop took {took:?}:\n{log}");
-    assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child exited with status 137"]);
+    assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child killed by SIGKILL"]);
     let last = log.lines().filter(|l| l.starts_with("lastcall:")).last().unwrap_or_default();
-    assert!(last.ends_with("child exited with status 137"), "the timeline's last line is there: {last}\n{log}");
+    assert!(last.ends_with("child killed by SIGKILL"), "the timeline's last line is there: {last}\n{log}");
 }
 
 fn docker_stop_timeout_sets_the_grace(hosts: &mut Hosts) {
@@ -398,7 +402,7 @@ fn docker_stop_timeout_sets_the_grace(hosts: &mut Hosts) {
     assert_eq!(c.exit_code(), 137, "{log}");
     assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(6), "docker stop -t 4 took {took:?}:\n{log}");
     // Only lastcall writes these: had Docker's SIGKILL come first, the last one would be missing.
-    assert_timeline_once(&log, &["grace expired: sent SIGKILL", "child exited with status 137"]);
+    assert_timeline_once(&log, &["grace expired: sent SIGKILL", "child killed by SIGKILL"]);
     // One that cannot fit is refused before the app starts.
     let out = docker.output(&["run", "--rm", "--network", "none", "-e", "LASTCALL_STOP_TIMEOUT=5s", "-e", "LASTCALL_GRACE=6s", "lc-entry", "echo", "started"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -417,7 +421,7 @@ fn docker_each_timeline_line_once_in_ten_stops(hosts: &mut Hosts) {
         c.stop(None);
         let log = c.logs(false);
         assert_eq!(c.exit_code(), 137, "{mode:?}: {log}");
-        assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child exited with status 137"]);
+        assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child killed by SIGKILL"]);
         assert_eq!(log.lines().filter(|l| l.starts_with("lastcall:")).count(), 4, "round {round}, {mode:?}: only the timeline:\n{log}");
     }
 }
@@ -504,6 +508,57 @@ fn docker_orphans_are_reaped(hosts: &mut Hosts) {
     }
 }
 
+/// `docker run --memory 64m`: the app (dd with a 256 MiB buffer) is OOM-killed, and lastcall says
+/// so, in text and in json (every line of which python's json module parses), with the exit code
+/// still 137.
+fn docker_oom_kill_is_named_in_both_log_formats(hosts: &mut Hosts) {
+    let docker = hosts.docker();
+    for mode in MODES {
+        for format in ["text", "json"] {
+            let env = format!("LASTCALL_LOG_FORMAT={format}");
+            let mut args = vec!["--network", "none", "--memory", "64m", "--memory-swap", "64m", "-e", &env];
+            args.extend_from_slice(mode.image());
+            args.extend(["dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"]);
+            let c = docker.run(&args);
+            let code = c.wait_exited(60 * SEC);
+            let log = c.logs(false);
+            assert_eq!(code, 137, "{mode:?} {format}:\n{log}");
+            if format == "text" {
+                assert!(log.lines().any(|l| l == "lastcall: app killed by the OOM killer (limit 64 MiB)"), "{mode:?}:\n{log}");
+                continue;
+            }
+            let mut check = Command::new("python3");
+            check.args([
+                "-c",
+                "import json, sys\nfor line in sys.stdin: print(json.loads(line)['event'])",
+            ]);
+            let events = pipe_through(check, &log);
+            assert!(events.lines().any(|e| e == "oom_kill"), "{mode:?} json:\n{log}");
+            assert!(log.contains("\"message\":\"app killed by the OOM killer (limit 64 MiB)\""), "{mode:?} json:\n{log}");
+        }
+    }
+    // An orphan OOM-killed (lastcall, PID 1, reaps it): a warning, and /metrics counts it.
+    let port = free_port();
+    let listen = format!("LASTCALL_HEALTH_LISTEN=127.0.0.1:{port}");
+    let extra = ["--network", "host", "--memory", "64m", "--memory-swap", "64m", "-e", &listen];
+    let c = run_sh(docker, Mode::Entrypoint, &extra, "(dd if=/dev/zero of=/dev/null bs=256M count=1 &); while :; do sleep 1; done");
+    c.wait_log("killed by the OOM killer (limit 64 MiB); the app runs on without it", 60 * SEC);
+    let (status, metrics) = http_get(port, "/metrics", 5 * SEC).expect("/metrics answers");
+    assert_eq!(status, 200);
+    assert!(metrics.lines().any(|l| l == "lastcall_oom_kills_total 1"), "{metrics}");
+    assert!(c.running(), "the app lives on");
+}
+
+/// `input` through `cmd`'s stdin: its stdout, which must succeed.
+fn pipe_through(mut cmd: Command, input: &str) -> String {
+    use std::io::Write;
+    let mut child = cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}\n--- input:\n{input}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn docker_healthcheck_goes_unhealthy_at_the_first_signal(hosts: &mut Hosts) {
     let docker = hosts.docker();
     docker.build(
@@ -587,6 +642,17 @@ fn docker_run_it_ctrl_c_reaches_the_app(hosts: &mut Hosts) {
         assert_eq!(code, 7, "{mode:?}: the app's own exit, not a shutdown:\n{transcript}");
         assert!(!transcript.contains("received SIGINT"), "{mode:?}: Ctrl-C went to the app, not to lastcall:\n{transcript}");
     }
+}
+
+/// `docker run -it` with LASTCALL_USER: the app, no longer root, still owns the terminal's
+/// foreground, so Ctrl-C reaches it and not lastcall.
+fn docker_run_it_ctrl_c_reaches_an_app_as_another_user(hosts: &mut Hosts) {
+    let docker = hosts.docker();
+    let args = ["-e", "LASTCALL_USER=65534:65534", "lc-entry", "sh", "-c",
+                "trap 'echo app got INT as $(id -u); exit 7' INT; echo app ready; while :; do sleep 1; done"];
+    let (transcript, code) = pty_session(docker, &args, r#"[["expect", "app ready"], ["send", "\u0003"], ["expect", "app got INT as 65534"], ["eof"]]"#);
+    assert_eq!(code, 7, "the app's own exit, not a shutdown:\n{transcript}");
+    assert!(!transcript.contains("received SIGINT"), "Ctrl-C went to the app, not to lastcall:\n{transcript}");
 }
 
 fn docker_run_it_sh_gets_its_prompt_back(hosts: &mut Hosts) {
@@ -754,3 +820,110 @@ fn docker_dockerfile_example_builds_and_drains(hosts: &mut Hosts) {
     assert!(took >= Duration::from_millis(1900) && took < DOCKER_STOP_TIMEOUT, "{took:?}\n{log}");
     assert_timeline_once(&log, &["received SIGTERM", "pre-stop ended", "forwarded SIGTERM", "child exited with status 0"]);
 }
+
+/// `docker top`'s uid for each process whose command line is exactly `args`.
+fn uids_of(c: &Container<'_>, args: &str) -> Vec<String> {
+    let top = c.docker.ok(&["top", &c.name, "-eo", "pid,uid,args"]);
+    top.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_pid, uid) = (f.next()?, f.next()?);
+            (f.collect::<Vec<_>>().join(" ") == args).then(|| uid.to_string())
+        })
+        .collect()
+}
+
+/// The whole entrypoint of a distroless image, with lastcall its only helper: a FROM scratch
+/// image holding lastcall, a static app (tests/hosts/static_app.c), /etc/passwd and /etc/group
+/// and nothing else (no shell, no gosu, no curl), run with a read-only root. lastcall as root
+/// runs the app as `app` and its HEALTHCHECK probes the app itself: healthy, then unhealthy
+/// while the app drains at `docker stop`, then a clean exit. Then lastcall itself as 1000:1000
+/// (`docker run --user`), with no --user of its own.
+fn docker_distroless_app_as_a_user_probed_by_lastcall(hosts: &mut Hosts) {
+    let docker = hosts.docker();
+    let dir = Scratch::new("distroless");
+    let app = dir.path().join("app");
+    ok(Command::new("gcc").args(["-static", "-Os", "-o"]).arg(&app).arg(repo().join("tests/hosts/static_app.c")), 120 * SEC);
+    let (passwd, group) = (dir.path().join("passwd"), dir.path().join("group"));
+    fs::write(&passwd, "root:x:0:0:root:/root:/nonexistent\napp:x:1000:1000:the app:/home/app:/nonexistent\n").unwrap();
+    fs::write(&group, "root:x:0:\napp:x:1000:\nweb:x:2000:app\n").unwrap();
+    docker.build(
+        "lc-distroless",
+        "FROM scratch\nCOPY lastcall /lastcall\nCOPY app /app\nCOPY passwd /etc/passwd\nCOPY group /etc/group\n\
+         HEALTHCHECK --interval=1s --timeout=3s --retries=1 CMD [\"/lastcall\", \"probe\", \"http://127.0.0.1:8080/healthz\"]\n\
+         ENTRYPOINT [\"/lastcall\", \"--user\", \"app\", \"--no-new-privs\", \"--\"]\nCMD [\"/app\"]\n",
+        &[("app", &app), ("passwd", &passwd), ("group", &group)],
+    );
+    let c = docker.run(&["--network", "none", "--read-only", "-e", "DRAIN_MS=4000", "lc-distroless"]);
+    c.wait_log("app ready", 20 * SEC);
+    let log = c.logs(false);
+    // The app's own view: app's uid, its groups as initgroups has them, HOME and USER from passwd.
+    assert!(log.contains("app id uid=1000 gid=1000 groups=1000,2000 HOME=/home/app USER=app nnp=1"), "{log}");
+    assert_eq!(uids_of(&c, "/lastcall --user app --no-new-privs -- /app"), ["0"], "lastcall stays root");
+    assert_eq!(uids_of(&c, "/app"), ["1000"]);
+    let health = || c.inspect("{{.State.Health.Status}}");
+    wait_until(30 * SEC, "healthy", || (health() == "healthy").then_some(()));
+    let stop = c.stop_in_background();
+    wait_until(15 * SEC, "unhealthy while the app drains", || (health() == "unhealthy").then_some(()));
+    assert!(c.running(), "unhealthy before the app is gone");
+    let took = stop.join().unwrap();
+    let log = c.logs(false);
+    assert_eq!(c.exit_code(), 0, "{log}");
+    assert!(log.contains("app got TERM") && log.contains("app drained"), "{log}");
+    assert!(took >= Duration::from_millis(3900) && took < DOCKER_STOP_TIMEOUT, "{took:?}\n{log}");
+    assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "child exited with status 0"]);
+    // Docker's health log keeps the probe's one line of why.
+    let reasons = c.inspect("{{range .State.Health.Log}}{{.Output}}{{end}}");
+    assert!(reasons.contains("lastcall: probe failed: http://127.0.0.1:8080/healthz: answered HTTP/1.1 503 Draining"), "{reasons}");
+    drop(c);
+
+    // lastcall itself not root, read-only root, no --user flag: as tini in front of a plain app.
+    let c = docker.run(&["--network", "none", "--read-only", "--user", "1000:1000", "-e", "DRAIN_MS=1000", "--entrypoint", "/lastcall", "lc-distroless", "--", "/app"]);
+    c.wait_log("app ready", 20 * SEC);
+    let log = c.logs(false);
+    assert!(log.contains("app id uid=1000 gid=1000") && log.contains("HOME=/home/app") && log.contains("nnp=0"), "{log}");
+    assert_eq!(uids_of(&c, "/lastcall -- /app"), ["1000"]);
+    wait_until(30 * SEC, "healthy", || (c.inspect("{{.State.Health.Status}}") == "healthy").then_some(()));
+    c.stop(None);
+    let log = c.logs(false);
+    assert_eq!(c.exit_code(), 0, "{log}");
+    assert!(log.contains("app drained"), "{log}");
+    assert!(!log.contains("Read-only file system"), "nothing was written: {log}");
+    // The image's own `--user app` when the platform already runs it as app: nothing to switch.
+    let out = docker.output(&["run", "--rm", "--network", "none", "--read-only", "--user", "1000:1000", "-e", "DRAIN_MS=0", "--entrypoint", "/lastcall", "lc-distroless", "--user", "app", "--", "/app", "--exit"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("app id uid=1000 gid=1000"), "{text}");
+    // As another unprivileged user it cannot switch: 125, naming the step.
+    let out = docker.output(&["run", "--rm", "--network", "none", "--read-only", "--user", "1001:1001", "lc-distroless"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("setgroups failed before running '/app': Operation not permitted"), "{err}");
+}
+
+/// `docker run --init` of an image whose ENTRYPOINT is lastcall: two lastcalls, one environment.
+/// The init (outer) sees its command carries lastcall's note and steps aside; the ENTRYPOINT
+/// (inner) binds the health port, runs the one pre-stop and answers the probe.
+fn docker_init_in_front_of_a_lastcall_entrypoint_steps_aside(hosts: &mut Hosts) {
+    let docker = hosts.docker();
+    let env = ["-e", "LASTCALL_PRE_STOP=1s", "-e", "LASTCALL_HEALTH_LISTEN=127.0.0.1:8081", "-e", "LASTCALL_PRESTOP=typo"];
+    let c = docker.run(&[&["--network", "none", "--init"][..], &env, &["lc-entry", "sh", "-c", &draining_app("1")]].concat());
+    c.wait_log("app ready", 20 * SEC);
+    assert_eq!(c.inspect("{{.HostConfig.Init}}"), "true");
+    // The probe, as a HEALTHCHECK would run it, reaches the inner lastcall's /ready.
+    wait_until(10 * SEC, "the inner lastcall's /ready", || {
+        docker.output(&["exec", &c.name, "/lastcall", "probe", "ready"]).status.success().then_some(())
+    });
+    let took = c.stop(None);
+    let log = c.logs(false);
+    assert_eq!(c.exit_code(), 0, "{log}");
+    assert_eq!(log.matches("the command is lastcall too").count(), 1, "{log}");
+    assert_eq!(log.matches("did you mean LASTCALL_PRE_STOP?").count(), 1, "the typo, once\n{log}");
+    assert!(!log.contains("cannot listen"), "{log}");
+    // One pre-stop (1 s) and the drain (1 s), inside Docker's 10 s; the timeline (the inner
+    // one's alone) says there was one pre-stop.
+    assert!(took >= Duration::from_millis(1900) && took < DOCKER_STOP_TIMEOUT, "docker stop took {took:?}\n{log}");
+    assert_timeline_once(&log, &["received SIGTERM", "pre-stop: the app keeps running for 1.000s", "pre-stop ended", "forwarded SIGTERM", "child exited with status 0"]);
+}
+

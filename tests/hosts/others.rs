@@ -10,28 +10,63 @@ use crate::Case;
 
 pub const CASES: &[Case] = &[
     Case { name: "compose_init_stops_three_services_together", run: compose_init_stops_three_services_together },
+    Case { name: "compose_init_true_with_a_lastcall_entrypoint", run: compose_init_true_with_a_lastcall_entrypoint },
     Case { name: "podman_init_drains_and_reports_exit_codes", run: podman_init_drains_and_reports_exit_codes },
 ];
 
-fn compose_init_stops_three_services_together(hosts: &mut Hosts) {
-    let docker = hosts.docker();
-    let dir = Scratch::new("compose");
-    let mut services = String::new();
-    for name in ["web", "worker", "cache"] {
-        services.push_str(&format!(
-            "  {name}:
-    image: lc-busybox
+/// A service of `image`, init: true, with lastcall's pre-stop and `environment` lines: an app
+/// that drains 1 s on TERM.
+fn service(name: &str, image: &str, environment: &str) -> String {
+    format!(
+        "  {name}:
+    image: {image}
     init: true
     network_mode: none
     stop_grace_period: 10s
     environment:
       LASTCALL_PRE_STOP: 1s
-    command: [\"sh\", \"-c\", \"trap 'echo {name} got TERM; sleep 1; echo {name} drained; exit 0' TERM; echo {name} ready; while :; do sleep 1 & wait $$!; done\"]
+{environment}    command: [\"sh\", \"-c\", \"trap 'echo {name} got TERM; sleep 1; echo {name} drained; exit 0' TERM; echo {name} ready; while :; do sleep 1 & wait $$!; done\"]
 "
-        ));
+    )
+}
+
+fn compose_init_stops_three_services_together(hosts: &mut Hosts) {
+    let services: String = ["web", "worker", "cache"].map(|name| service(name, "lc-busybox", "")).concat();
+    let (took, log, exits) = compose_up_and_stop(hosts, "compose", &services, &["web", "worker", "cache"]);
+    // Stopped together: one pre-stop (1 s) + one drain (1 s), not three of each.
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_millis(5500), "compose stop took {took:?}\n{log}");
+    for name in ["web", "worker", "cache"] {
+        assert!(log.contains(&format!("{name} drained")), "{log}");
+        let own: Vec<&str> = log
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}_")))
+            .map(|l| l.split_once("| ").map_or(l, |(_, r)| r))
+            .collect();
+        assert_timeline_once(&own.join("\n"), &["received SIGTERM", "pre-stop ended", "child exited with status 0"]);
     }
+    assert!(exits.iter().all(|e| e == "0 true"), "{exits:?}");
+}
+
+/// `init: true` in front of an image whose ENTRYPOINT is lastcall: the init steps aside, the
+/// ENTRYPOINT does the shutdown once.
+fn compose_init_true_with_a_lastcall_entrypoint(hosts: &mut Hosts) {
+    let services = service("api", "lc-entry", "      LASTCALL_HEALTH_LISTEN: 127.0.0.1:8081\n");
+    let (took, log, exits) = compose_up_and_stop(hosts, "compose-entry", &services, &["api"]);
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_millis(5500), "one pre-stop and one drain: {took:?}\n{log}");
+    assert_eq!(log.matches("the command is lastcall too").count(), 1, "{log}");
+    assert!(!log.contains("cannot listen"), "{log}");
+    assert_timeline_once(&log, &["received SIGTERM", "pre-stop: the app keeps running for 1.000s", "pre-stop ended", "child exited with status 0"]);
+    assert!(log.contains("api drained"), "{log}");
+    assert_eq!(exits, ["0 true"]);
+}
+
+/// `docker-compose up -d` of `services`, wait for each "NAME ready", `docker-compose stop`:
+/// how long the stop took, the logs, and each container's "EXITCODE INIT".
+fn compose_up_and_stop(hosts: &mut Hosts, scratch: &str, services: &str, names: &[&str]) -> (Duration, String, Vec<String>) {
+    let docker = hosts.docker();
+    let dir = Scratch::new(scratch);
     fs::write(dir.path().join("docker-compose.yml"), format!("version: \"2.4\"\nservices:\n{services}")).unwrap();
-    let project = format!("lc{}", std::process::id());
+    let project = format!("lc{}{}", std::process::id(), scratch.replace('-', ""));
     let compose = |args: &[&str]| -> Output {
         output(
             Command::new("docker-compose")
@@ -52,30 +87,20 @@ fn compose_init_stops_three_services_together(hosts: &mut Hosts) {
     let up = compose(&["up", "-d"]);
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
     let logs = || String::from_utf8_lossy(&compose(&["logs", "--no-color"]).stdout).into_owned();
-    wait_until(30 * SEC, "three services ready", || {
+    wait_until(30 * SEC, "every service ready", || {
         let l = logs();
-        ["web ready", "worker ready", "cache ready"].iter().all(|r| l.contains(r)).then_some(())
+        names.iter().all(|name| l.contains(&format!("{name} ready"))).then_some(())
     });
     let t = Instant::now();
     let stop = compose(&["stop"]);
     let took = t.elapsed();
     assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
-    let log = logs();
-    // Stopped together: one pre-stop (1 s) + one drain (1 s), not three of each.
-    assert!(took >= Duration::from_millis(1900) && took < Duration::from_millis(5500), "compose stop took {took:?}\n{log}");
-    for name in ["web", "worker", "cache"] {
-        assert!(log.contains(&format!("{name} drained")), "{log}");
-        let own: Vec<&str> = log
-            .lines()
-            .filter(|l| l.starts_with(&format!("{name}_")))
-            .map(|l| l.split_once("| ").map_or(l, |(_, r)| r))
-            .collect();
-        assert_timeline_once(&own.join("\n"), &["received SIGTERM", "pre-stop ended", "child exited with status 0"]);
-    }
     let ps = compose(&["ps", "-q"]);
-    for id in String::from_utf8_lossy(&ps.stdout).split_whitespace() {
-        assert_eq!(docker.ok(&["inspect", "-f", "{{.State.ExitCode}} {{.HostConfig.Init}}", id]), "0 true");
-    }
+    let exits = String::from_utf8_lossy(&ps.stdout)
+        .split_whitespace()
+        .map(|id| docker.ok(&["inspect", "-f", "{{.State.ExitCode}} {{.HostConfig.Init}}", id]))
+        .collect();
+    (took, logs(), exits)
 }
 
 pub struct Podman {

@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -168,9 +168,7 @@ pub fn ok(cmd: &mut Command, limit: Duration) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+pub use crate::common::free_port;
 
 /// `GET path` on 127.0.0.1:port: the status, or None when nothing answers.
 pub fn http_status(port: u16, path: &str) -> Option<u16> {

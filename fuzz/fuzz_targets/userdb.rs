@@ -1,0 +1,40 @@
+//! The image's /etc/passwd and /etc/group as `--user` reads them, `--user`'s value itself, and
+//! the status line `probe http://` reads from a server: the input is split at the first 0xFF
+//! byte into a file (read as both passwd and group) and a line.
+//!
+//! Checked: no panic; every entry found is one the kernel can take (no id of -1) and whose name
+//! cannot split a line; a status line gives a 3-digit code.
+#![no_main]
+
+use lastcall::probe::parse_status_line;
+use lastcall::user::{parse_group, parse_passwd, parse_spec, Who};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let (file, line) = match data.iter().position(|&b| b == 0xff) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    for e in parse_passwd(file) {
+        assert!(e.uid != u32::MAX && e.gid != u32::MAX, "{e:?}");
+        assert!(!e.name.is_empty() && !e.name.contains([':', '\n']), "{e:?}");
+    }
+    for g in parse_group(file) {
+        assert!(g.gid != u32::MAX, "{g:?}");
+        assert!(g.members.iter().all(|m| !m.is_empty() && !m.contains([',', ':', '\n'])), "{g:?}");
+    }
+    if let Ok(text) = std::str::from_utf8(line) {
+        if let Ok(spec) = parse_spec(text) {
+            for who in std::iter::once(&spec.user).chain(spec.group.as_ref()) {
+                match who {
+                    Who::Id(id) => assert_ne!(*id, u32::MAX),
+                    Who::Name(n) => assert!(!n.is_empty() && !n.contains([':', '\n'])),
+                }
+            }
+        }
+    }
+    if let Some((code, reason)) = parse_status_line(line) {
+        assert!(code <= 999, "{code}");
+        assert!(reason.chars().count() <= 80 && reason.starts_with("HTTP/"));
+    }
+});

@@ -1,0 +1,669 @@
+//! Command line and environment → a validated `Config`.
+//!
+//! Every option has a `LASTCALL_<NAME>` variable because `dockerd --init-path` runs the init as
+//! `INIT -- COMMAND...` and cannot pass flags. A flag wins over its variable, which wins over
+//! the tini or dumb-init variable of the same meaning. Option parsing stops at the first
+//! non-option, so `lastcall sh -c x` runs `sh -c x`. tini's, dumb-init's and catatonit's flags
+//! are accepted with their meaning (they do not collide), so lastcall is a drop-in for each.
+//! Getopt, precedence and the errors that name an option are here; the option table and the
+//! help are `options`'s, the types built are `config`'s and the parsers of single values are
+//! `values`'s.
+//!
+//! May import: its `options`, config, error, logging, machine, personality, signals, user, values.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use log::LevelFilter;
+
+use crate::error::{Error, OneLine};
+use crate::logging::Format;
+use crate::machine::UnreadyOn;
+use crate::personality::{Getopt, PeerVar, Personality, Setting, LASTCALL};
+use crate::signals::Sig;
+// Re-exported: the fuzz targets and callers reach these as `lastcall::cli::...`.
+pub use crate::config::{Config, ProbeConfig, ProbeTarget, Subreaper, HEALTH_PROBE_TIMEOUT, PROBE_TIMEOUT};
+pub use crate::values::{parse_duration, MAX_DURATION};
+use crate::values::*;
+
+mod options;
+use options::{help_text, opt, Id, Opt, LICENSE, OPTIONS};
+
+/// What `parse` found: a configuration to run, a probe to make, or text to print (exit 0).
+#[derive(Debug)]
+pub enum Parsed {
+    Run(Config),
+    Probe(ProbeConfig),
+    Print(String),
+}
+
+pub const USAGE_LINE: &str = "Usage: lastcall [OPTIONS] [--] COMMAND [ARGS]...  |  lastcall probe ready|live|http://HOST:PORT/PATH|tcp://HOST:PORT [OPTIONS]";
+pub const HINT_LINE: &str = "Try 'lastcall --help' for more information.";
+
+/// What a usage error prints on stderr: the error and how to get help, in the words of the name
+/// lastcall runs under (`tini: ...`, "Try 'tini -h'").
+pub fn usage_error_text(personality: &Personality, error: &Error) -> String {
+    match personality.peer_help {
+        None => format!("lastcall: {error}\n{USAGE_LINE}\n{HINT_LINE}\n"),
+        Some(help) => {
+            let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap_or_default();
+            format!("{}: {error}\n{usage}\nTry '{} -h' for more information.\n", personality.name, personality.name)
+        }
+    }
+}
+
+/// The shortest stop budget among the platforms lastcall runs under: `docker stop`, Podman and
+/// Compose wait 10 s before their SIGKILL (Kubernetes 30 s, systemd 90 s). With no settings,
+/// lastcall's own escalation and the last line of its timeline must land inside it.
+const PLATFORM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// What lastcall keeps back from a stop budget for its SIGKILL, the reaping and the last log
+/// line, so that the platform's SIGKILL never races its own; on a loaded 2-core machine these
+/// took well under a second.
+pub const STOP_MARGIN: Duration = Duration::from_secs(2);
+/// 8 s: Docker's 10 s less the margin.
+const DEFAULT_GRACE: Duration = PLATFORM_STOP_TIMEOUT.saturating_sub(STOP_MARGIN);
+/// The log level under lastcall's own name (and `docker-init`'s): the shutdown timeline, which
+/// is what `docker logs` and the journal should show after a bad deploy. A peer's personality
+/// (tini, dumb-init) keeps that peer's quieter default instead.
+pub const DEFAULT_LOG_LEVEL: LevelFilter = LevelFilter::Info;
+const LOG_ENV: &str = "LASTCALL_LOG";
+
+
+/// The options seen on the command line, in order, and the command after them.
+struct CommandLine {
+    given: Vec<(Id, Option<String>)>,
+    command: Vec<OsString>,
+}
+
+impl CommandLine {
+    fn last(&self, id: Id) -> Option<&str> {
+        self.given.iter().rev().find(|(i, _)| *i == id).and_then(|(_, v)| v.as_deref())
+    }
+
+    fn all(&self, id: Id) -> impl Iterator<Item = &str> {
+        self.given.iter().filter(move |(i, _)| *i == id).filter_map(|(_, v)| v.as_deref())
+    }
+
+    fn count(&self, id: Id) -> usize {
+        self.given.iter().filter(|(i, _)| *i == id).count()
+    }
+
+    fn has(&self, id: Id) -> bool {
+        self.count(id) > 0
+    }
+
+    /// Which of `ids` came last on the command line.
+    fn last_of(&self, ids: &[Id]) -> Option<Id> {
+        self.given.iter().rev().map(|(i, _)| *i).find(|i| ids.contains(i))
+    }
+}
+
+/// getopt: options first, then the command; `--` ends the options early. With
+/// `Getopt::Permute` (tini's glibc getopt), options after a non-option are options too, and the
+/// non-options keep their order. Only the spellings `personality` has exist.
+fn split_command_line(
+    args: Vec<OsString>,
+    options: &[&Opt],
+    personality: &Personality,
+    getopt: Getopt,
+) -> Result<CommandLine, Error> {
+    let mut given = Vec::new();
+    let mut operands = Vec::new();
+    let mut rest = args.into_iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--" {
+            break;
+        }
+        let text = match arg.to_str() {
+            Some(t) if t.starts_with('-') && t.len() > 1 => t.to_string(),
+            _ if getopt == Getopt::Permute => {
+                operands.push(arg);
+                continue;
+            }
+            _ => {
+                let command = std::iter::once(arg).chain(rest).collect();
+                return Ok(CommandLine { given, command });
+            }
+        };
+        if let Some(long) = text.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (long, None),
+            };
+            let spelled = |o: &&&Opt| personality.has_long(o.long);
+            let exact = options.iter().filter(spelled).find(|o| o.long == name);
+            // getopt_long takes an unambiguous prefix: `--single` for `--single-child`.
+            let prefixed = || {
+                let mut matches = options.iter().filter(spelled).filter(|o| !name.is_empty() && o.long.starts_with(name));
+                match (matches.next(), matches.next()) {
+                    (Some(o), None) if personality.long_prefixes => Some(o),
+                    _ => None,
+                }
+            };
+            let opt = exact.or_else(prefixed).ok_or_else(|| Error::Usage(format!("unknown option '--{name}'")))?;
+            let name = opt.long;
+            let value = match (opt.value, inline) {
+                (None, None) => None,
+                (None, Some(_)) => return Err(Error::Usage(format!("option '--{name}' takes no value"))),
+                (Some(_), Some(v)) => Some(v),
+                (Some(_), None) => Some(next_value(&mut rest, &format!("--{name}"))?),
+            };
+            given.push((opt.id, value));
+            continue;
+        }
+        // A cluster of short options: -vv, -sg, or one that takes the rest as its value (-e143).
+        let cluster = &text[1..];
+        for (i, c) in cluster.char_indices() {
+            let opt = options
+                .iter()
+                .find(|o| o.shorts.contains(&c) && personality.has_short(c))
+                .ok_or_else(|| Error::Usage(format!("unknown option '-{c}'")))?;
+            if opt.value.is_none() {
+                given.push((opt.id, None));
+                continue;
+            }
+            let attached = &cluster[i + c.len_utf8()..];
+            let value = if attached.is_empty() { next_value(&mut rest, &format!("-{c}"))? } else { attached.to_string() };
+            given.push((opt.id, Some(value)));
+            break;
+        }
+    }
+    operands.extend(rest);
+    Ok(CommandLine { given, command: operands })
+}
+
+fn next_value(rest: &mut impl Iterator<Item = OsString>, flag: &str) -> Result<String, Error> {
+    let value = rest.next().ok_or_else(|| Error::Usage(format!("option '{flag}' needs a value")))?;
+    value.into_string().map_err(|v| bad_value(flag, &v.to_string_lossy(), "not valid UTF-8"))
+}
+
+/// Reads the environment for one parse, naming the variable in every error.
+struct Env<F> {
+    lookup: F,
+}
+
+impl<F: Fn(&str) -> Option<OsString>> Env<F> {
+    /// The variable's value, if set and not empty.
+    fn get(&self, name: &str) -> Result<Option<String>, Error> {
+        match (self.lookup)(name) {
+            Some(v) if !v.is_empty() => {
+                v.into_string().map(Some).map_err(|v| bad_value(name, &v.to_string_lossy(), "not valid UTF-8"))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn bool(&self, name: &str) -> Result<Option<bool>, Error> {
+        self.get(name)?.map(|v| parse_bool(&v).map_err(|why| bad_value(name, &v, &why))).transpose()
+    }
+
+    /// The variable as set, even to nothing: tini's `getenv() != NULL`.
+    fn raw(&self, name: &str) -> Option<OsString> {
+        (self.lookup)(name)
+    }
+
+    /// What the personality's peer variables say about `setting`: the first one that says
+    /// anything.
+    fn peer_setting(&self, personality: &Personality, setting: Setting) -> Result<Option<bool>, Error> {
+        for &(name, how) in personality.peer_vars {
+            let said = match how {
+                PeerVar::AnyValueTurnsOn(s) if s == setting => self.raw(name).map(|_| true),
+                PeerVar::ValueTurnsOff(value, s) if s == setting => self.raw(name).filter(|v| v == value).map(|_| false),
+                PeerVar::ValueTurnsOn(value, s) if s == setting => self.raw(name).filter(|v| v == value).map(|_| true),
+                PeerVar::Bool(s) if s == setting => self.bool(name)?,
+                _ => None,
+            };
+            if said.is_some() {
+                return Ok(said);
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Parses `args` (with the program name first) and looks variables up with `env`.
+pub fn parse<I, F>(args: I, env: F) -> Result<Parsed, Error>
+where
+    I: IntoIterator<Item = OsString>,
+    F: Fn(&str) -> Option<OsString>,
+{
+    parse_all(args, env, std::iter::empty())
+}
+
+/// `parse`, also given the names of every variable in the environment, so that a misspelt
+/// `LASTCALL_*` one is warned about (or, with LASTCALL_STRICT=1, refused) instead of silently
+/// turning a feature off.
+pub fn parse_all<I, F, N>(args: I, env: F, names: N) -> Result<Parsed, Error>
+where
+    I: IntoIterator<Item = OsString>,
+    F: Fn(&str) -> Option<OsString>,
+    N: IntoIterator<Item = OsString>,
+{
+    let mut parsed = parse_args(args, &env)?;
+    if let Parsed::Run(config) = &mut parsed {
+        let env = Env { lookup: &env };
+        config.warnings = unknown_variables(names);
+        if let (Some(first), Some(true)) = (config.warnings.first(), env.bool(STRICT_ENV)?) {
+            return Err(Error::Usage(format!("{first} ({STRICT_ENV} is on)")));
+        }
+    }
+    Ok(parsed)
+}
+
+const STRICT_ENV: &str = "LASTCALL_STRICT";
+
+/// `LASTCALL_*` names that are no option's: the strict switch, the log level, what lastcall puts
+/// in the app's environment (which a nested lastcall finds in its own), and what its build and
+/// tests read.
+const OTHER_VARIABLES: &[&str] = &[
+    STRICT_ENV,
+    LOG_ENV,
+    "LASTCALL_PRE_STOP_MS",
+    "LASTCALL_GRACE_MS",
+    "LASTCALL_GIT_COMMIT",
+    // cargo puts build.rs's rustc-env in the environment of `cargo run` and `cargo test` too.
+    "LASTCALL_BUILD_TARGET",
+    "LASTCALL_HOSTS_SKIP",
+    "LASTCALL_ARCHES",
+];
+
+fn known_variables() -> impl Iterator<Item = &'static str> {
+    OPTIONS.iter().filter_map(|o| o.env).chain(OTHER_VARIABLES.iter().copied())
+}
+
+/// One warning per `LASTCALL_*` name that lastcall does not read, with the closest one it does.
+fn unknown_variables(names: impl IntoIterator<Item = OsString>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for name in names {
+        let name = name.to_string_lossy();
+        if !name.starts_with("LASTCALL_") || known_variables().any(|k| k == name) {
+            continue;
+        }
+        let closest = known_variables().map(|k| (edit_distance(&name, k), k)).min();
+        let text = match closest {
+            Some((d, k)) if d <= 3 => format!("{}: not a lastcall variable; did you mean {k}?", OneLine(&name)),
+            _ => format!("{}: not a lastcall variable (lastcall --help lists them)", OneLine(&name)),
+        };
+        warnings.push(text);
+    }
+    warnings.sort();
+    warnings.dedup();
+    warnings
+}
+
+/// Levenshtein distance, on bytes (variable names are ASCII); long names are not compared.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() > 64 || b.len() > 64 {
+        return usize::MAX;
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &y) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(x != y)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+fn parse_args<I, F>(args: I, env: F) -> Result<Parsed, Error>
+where
+    I: IntoIterator<Item = OsString>,
+    F: Fn(&str) -> Option<OsString>,
+{
+    let mut args = args.into_iter();
+    let personality = Personality::of(&args.next().unwrap_or_default());
+    let args: Vec<OsString> = args.collect();
+    let env = Env { lookup: env };
+    if personality.subcommands && args.first().is_some_and(|a| a == "probe") {
+        return parse_probe(args[1..].to_vec(), &env).map(Parsed::Probe);
+    }
+    if personality.version_only_alone && args.len() == 1 && args[0] == "--version" {
+        return Ok(Parsed::Print(version_line()));
+    }
+    // glibc's getopt stops permuting when POSIXLY_CORRECT is set.
+    let getopt = match personality.getopt {
+        Getopt::Permute if env.raw("POSIXLY_CORRECT").is_some() => Getopt::StopAtCommand,
+        getopt => getopt,
+    };
+    let line = split_command_line(args, &OPTIONS.iter().collect::<Vec<_>>(), personality, getopt)?;
+    if line.has(Id::Help) {
+        return Ok(Parsed::Print(help_text(personality)));
+    }
+    if line.has(Id::Version) {
+        return Ok(Parsed::Print(version_line()));
+    }
+    if line.has(Id::License) {
+        return Ok(Parsed::Print(LICENSE.into()));
+    }
+    let pause = line.has(Id::Pause);
+    if pause && !line.command.is_empty() {
+        return Err(Error::Usage("--pause (-P) runs no command".into()));
+    }
+    if !pause && line.command.is_empty() {
+        return Err(Error::Usage("no command given".into()));
+    }
+
+    let pre_stop = value(&line, &env, Id::PreStop, parse_duration)?.unwrap_or(Duration::ZERO);
+    let grace = value(&line, &env, Id::Grace, parse_duration)?;
+    let stop_timeout = value(&line, &env, Id::StopTimeout, parse_stop_timeout)?;
+    let default_grace = personality.escalates.then_some(DEFAULT_GRACE);
+    let grace = fit_in_stop_timeout(pre_stop, grace, default_grace, stop_timeout, |id| source(&line, &env, id))?;
+    let unready_on = value(&line, &env, Id::UnreadyOn, parse_unready_on)?.unwrap_or(UnreadyOn::Signal);
+    let stop_signal = value(&line, &env, Id::StopSignal, parse_stop_signal)?;
+    let rewrite = list(&line, &env, Id::Rewrite, parse_rewrite)?;
+    let remap_exit = list(&line, &env, Id::RemapExit, parse_exit_code)?;
+    let parent_death_signal = value(&line, &env, Id::ParentDeathSignal, |s| Sig::parse(s, false))?;
+    // The peer's own flags spell signals the peer's way (its `-r`, its `-p`).
+    for (id, v) in line.all(Id::Rewrite).map(|v| (Id::Rewrite, v)).chain(line.all(Id::ParentDeathSignal).map(|v| (Id::ParentDeathSignal, v))) {
+        if !personality.flag_signals.accepts(v) {
+            return Err(bad_value(&format!("--{}", opt(id).long), v, &format!("{} does not take this signal", personality.name)));
+        }
+    }
+    let ready_file = value(&line, &env, Id::ReadyFile, parse_ready_file)?;
+    let health_listen = value(&line, &env, Id::HealthListen, parse_listen_addr)?;
+    // Under a peer's name there is no such flag: only LASTCALL_USER.
+    let user = value(&line, &env, Id::User, crate::user::parse_spec)?;
+    let no_new_privs = switch(&line, &env, Id::NoNewPrivs, &[], |_| Ok(false))?;
+
+    // Each mode from the most specific source down: a flag, lastcall's variable, the peer's
+    // variable, the personality's default.
+    let p = personality;
+    let setsid = switch(&line, &env, Id::Setsid, &[Id::SingleChild], |env| {
+        Ok(env.peer_setting(p, Setting::Setsid)?.unwrap_or(p.setsid))
+    })?;
+    let single_child = switch(&line, &env, Id::SingleChild, &[Id::Group, Id::Setsid], |env| {
+        let group = env.peer_setting(p, Setting::Group)?.or(env.peer_setting(p, Setting::Setsid)?);
+        Ok(!group.unwrap_or(p.group))
+    })?;
+    // The flag, then LASTCALL_SUBREAPER, then the peer's variable; none of them leaves the
+    // personality's default.
+    let subreaper_asked = match line.last_of(&[Id::Subreaper, Id::NoSubreaper]) {
+        Some(id) => Some(id == Id::Subreaper),
+        None => match env.bool("LASTCALL_SUBREAPER")? {
+            Some(on) => Some(on),
+            None => env.peer_setting(p, Setting::Subreaper)?,
+        },
+    };
+    let subreaper = match subreaper_asked {
+        Some(true) => Subreaper::Asked,
+        Some(false) => Subreaper::Off,
+        None if p.subreaper => Subreaper::Default,
+        None => Subreaper::Off,
+    };
+    let warn_reaping = switch(&line, &env, Id::WarnReaping, &[], |_| Ok(false))?;
+    let log_level = log_level(&line, &env, p)?;
+    let log_format = value(&line, &env, Id::LogFormat, parse_log_format)?.unwrap_or(Format::Text);
+
+    Ok(Parsed::Run(Config {
+        command: line.command,
+        pre_stop,
+        grace,
+        unready_on,
+        stop_signal,
+        rewrite,
+        ready_file,
+        health_listen,
+        single_child,
+        setsid,
+        remap_exit,
+        parent_death_signal,
+        warn_reaping,
+        subreaper,
+        pause,
+        user,
+        no_new_privs,
+        log_level,
+        log_format,
+        personality,
+        warnings: vec![],
+        nested: false,
+    }))
+}
+
+fn parse_probe<F: Fn(&str) -> Option<OsString>>(args: Vec<OsString>, env: &Env<F>) -> Result<ProbeConfig, Error> {
+    let options: Vec<&Opt> = [Id::HealthListen, Id::ReadyFile, Id::Help, Id::ProbeTimeout].into_iter().map(opt).collect();
+    // A probe has no command to protect, so its options may come before or after the target.
+    let mut line = CommandLine { given: vec![], command: vec![] };
+    let mut rest = args;
+    loop {
+        let part = split_command_line(rest, &options, &LASTCALL, Getopt::StopAtCommand)?;
+        line.given.extend(part.given);
+        let mut positional = part.command.into_iter();
+        match positional.next() {
+            Some(arg) => line.command.push(arg),
+            None => break,
+        }
+        rest = positional.collect();
+    }
+    if line.has(Id::Help) {
+        return Err(Error::Usage(
+            "usage: lastcall probe ready|live [--health-listen ADDR:PORT | --ready-file PATH] | lastcall probe http://HOST:PORT/PATH|tcp://HOST:PORT [--timeout DURATION]".into(),
+        ));
+    }
+    let target = match line.command.first().map(|t| t.to_string_lossy().into_owned()) {
+        Some(t) if t == "ready" => ProbeTarget::Ready,
+        Some(t) if t == "live" => ProbeTarget::Live,
+        Some(t) if t.contains("://") => parse_probe_url(&t).map_err(|why| Error::Usage(format!("invalid probe target '{t}': {why}")))?,
+        Some(t) => {
+            return Err(Error::Usage(format!("unknown probe target '{t}': expected ready, live, http://HOST:PORT/PATH or tcp://HOST:PORT")))
+        }
+        None => return Err(Error::Usage("probe needs a target: ready, live, http://HOST:PORT/PATH or tcp://HOST:PORT".into())),
+    };
+    if line.command.len() > 1 {
+        return Err(Error::Usage(format!("unexpected argument '{}' after the probe target", line.command[1].to_string_lossy())));
+    }
+    let timeout = value(&line, env, Id::ProbeTimeout, parse_stop_timeout)?;
+    if matches!(target, ProbeTarget::Http { .. } | ProbeTarget::Tcp { .. }) {
+        if line.has(Id::HealthListen) || line.has(Id::ReadyFile) {
+            return Err(Error::Usage("probe http:// and tcp:// take no --health-listen or --ready-file".into()));
+        }
+        return Ok(ProbeConfig { target, health_listen: None, ready_file: None, timeout: timeout.unwrap_or(PROBE_TIMEOUT) });
+    }
+    let timeout = timeout.unwrap_or(HEALTH_PROBE_TIMEOUT);
+    let health_listen = value(&line, env, Id::HealthListen, parse_listen_addr)?;
+    let ready_file = value(&line, env, Id::ReadyFile, parse_ready_file)?;
+    match (&target, &health_listen, &ready_file) {
+        (_, None, None) => Err(Error::Usage("probe needs --health-listen or --ready-file (or their variables)".into())),
+        (ProbeTarget::Live, None, Some(_)) => {
+            Err(Error::Usage("probe live needs --health-listen: a ready file says nothing about liveness".into()))
+        }
+        _ => Ok(ProbeConfig { target, health_listen, ready_file, timeout }),
+    }
+}
+
+/// `lastcall --version`: dockerd's `parseInitVersion` (what `docker info` shows as the init
+/// version) takes the text after " - " as `git.COMMIT`; the first part names lastcall's version
+/// and the target it was built for.
+pub fn version_line() -> String {
+    format!(
+        "lastcall {} ({}) - git.{}\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("LASTCALL_BUILD_TARGET"),
+        env!("LASTCALL_GIT_COMMIT")
+    )
+}
+
+/// The grace to use: the one given, else what `--stop-timeout` leaves after the pre-stop and
+/// the margin, else the default. Refuses a pre-stop + grace that the stop timeout cannot hold.
+fn fit_in_stop_timeout(
+    pre_stop: Duration,
+    grace: Option<Duration>,
+    default_grace: Option<Duration>,
+    stop_timeout: Option<Duration>,
+    source: impl Fn(Id) -> Option<String>,
+) -> Result<Option<Duration>, Error> {
+    let grace = grace.map(|g| (!g.is_zero()).then_some(g));
+    let Some(budget) = stop_timeout else {
+        return Ok(grace.unwrap_or(default_grace));
+    };
+    let name = |id| source(id).unwrap_or_else(|| format!("--{}", opt(id).long));
+    let seconds = |d: Duration| {
+        let fraction = format!("{:09}", d.subsec_nanos());
+        match fraction.trim_end_matches('0') {
+            "" => format!("{}s", d.as_secs()),
+            digits => format!("{}.{digits}s", d.as_secs()),
+        }
+    };
+    let room = budget.checked_sub(STOP_MARGIN).and_then(|r| r.checked_sub(pre_stop));
+    let refuse = |what: String| {
+        Error::Usage(format!(
+            "{what} does not fit in {} {} less {} for the SIGKILL and exit: shorten it or raise {}",
+            name(Id::StopTimeout),
+            seconds(budget),
+            seconds(STOP_MARGIN),
+            name(Id::StopTimeout)
+        ))
+    };
+    match (grace, room) {
+        (None, Some(room)) if !room.is_zero() => Ok(Some(room)),
+        (None, _) => Err(refuse(format!("{} {}", name(Id::PreStop), seconds(pre_stop)))),
+        (Some(None), _) => Err(refuse(format!("{} 0 (never escalate)", name(Id::Grace)))),
+        (Some(Some(g)), Some(room)) if g <= room => Ok(Some(g)),
+        (Some(Some(g)), _) if pre_stop.is_zero() => Err(refuse(format!("{} {}", name(Id::Grace), seconds(g)))),
+        (Some(Some(g)), _) => {
+            Err(refuse(format!("{} {} + {} {}", name(Id::PreStop), seconds(pre_stop), name(Id::Grace), seconds(g))))
+        }
+    }
+}
+
+/// Which spelling an option's value came from: its flag, its variable, or neither.
+fn source<F: Fn(&str) -> Option<OsString>>(line: &CommandLine, env: &Env<F>, id: Id) -> Option<String> {
+    let opt = opt(id);
+    if line.has(id) {
+        return Some(format!("--{}", opt.long));
+    }
+    opt.env.filter(|name| env.get(name).ok().flatten().is_some()).map(str::to_string)
+}
+
+/// The log format asked for, read without validating anything else: how a usage error is
+/// written when parsing itself failed. `LASTCALL_LOG_FORMAT`, or `--log-format json` anywhere
+/// before `--` (a wrong match could only change how the error line reads).
+pub fn asked_log_format<I, F>(args: I, env: F) -> Format
+where
+    I: IntoIterator<Item = OsString>,
+    F: Fn(&str) -> Option<OsString>,
+{
+    let args: Vec<OsString> = args.into_iter().skip(1).take_while(|a| a != "--").collect();
+    let flag = args.iter().enumerate().rev().find_map(|(i, a)| {
+        let a = a.to_str()?;
+        match a.strip_prefix("--log-format") {
+            Some("") => args.get(i + 1)?.to_str().and_then(|v| parse_log_format(v).ok()),
+            Some(rest) => parse_log_format(rest.strip_prefix('=')?).ok(),
+            None => None,
+        }
+    });
+    let var = || env("LASTCALL_LOG_FORMAT").and_then(|v| parse_log_format(v.to_str()?).ok());
+    flag.or_else(var).unwrap_or(Format::Text)
+}
+
+/// The option's value from its flag, else from its variable, validated by `check`; the error
+/// names whichever of the two the bad value came from.
+fn value<T, F>(line: &CommandLine, env: &Env<F>, id: Id, check: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let opt = opt(id);
+    if let Some(v) = line.last(id) {
+        return check(v).map(Some).map_err(|why| bad_value(&format!("--{}", opt.long), v, &why));
+    }
+    let Some(name) = opt.env else { return Ok(None) };
+    match env.get(name)? {
+        Some(v) => check(&v).map(Some).map_err(|why| bad_value(name, &v, &why)),
+        None => Ok(None),
+    }
+}
+
+/// An on/off option: whichever of `on` and `off` came last on the command line, else `on`'s
+/// variable, else `fallback` (a peer's variable, or the default).
+fn switch<F>(
+    line: &CommandLine,
+    env: &Env<F>,
+    on: Id,
+    off: &[Id],
+    fallback: impl FnOnce(&Env<F>) -> Result<bool, Error>,
+) -> Result<bool, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let ids: Vec<Id> = std::iter::once(on).chain(off.iter().copied()).collect();
+    if let Some(id) = line.last_of(&ids) {
+        return Ok(id == on);
+    }
+    if let Some(b) = opt(on).env.map(|name| env.bool(name)).transpose()?.flatten() {
+        return Ok(b);
+    }
+    fallback(env)
+}
+
+/// A repeatable option: every flag's value, or else the variable's comma-separated list.
+fn list<T, F>(line: &CommandLine, env: &Env<F>, id: Id, check: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let opt = opt(id);
+    let flagged: Vec<&str> = line.all(id).collect();
+    if !flagged.is_empty() {
+        return flagged
+            .into_iter()
+            .map(|v| check(v).map_err(|why| bad_value(&format!("--{}", opt.long), v, &why)))
+            .collect();
+    }
+    let Some(name) = opt.env else { return Ok(vec![]) };
+    match env.get(name)? {
+        Some(v) => v.split(',').map(|item| check(item.trim()).map_err(|why| bad_value(name, item, &why))).collect(),
+        None => Ok(vec![]),
+    }
+}
+
+fn bad_value(source: &str, value: &str, why: &str) -> Error {
+    Error::Usage(format!("invalid value '{value}' for {source}: {why}"))
+}
+
+fn log_level<F>(line: &CommandLine, env: &Env<F>, personality: &Personality) -> Result<LevelFilter, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let verbosity = |lenient: bool| personality.peer_vars.iter().find(|(_, how)| *how == PeerVar::Verbosity { lenient });
+    // tini reads TINI_VERBOSITY after its flags, as atoi() does: it wins over -v.
+    if let Some(&(name, _)) = verbosity(true) {
+        if let (Some(text), None) = (env.raw(name), env.get(LOG_ENV)?) {
+            return Ok(personality.log_level_at(atoi_verbosity(&text.to_string_lossy())));
+        }
+    }
+    let verbose = line.count(Id::Verbose);
+    let quiet = line.count(Id::Quiet);
+    if verbose > 0 || quiet > 0 {
+        // Each -v is one level up from the default, each -q one down.
+        return Ok(personality.log_level(verbose, quiet));
+    }
+    if let Some(text) = env.get(LOG_ENV)? {
+        return text
+            .parse::<LevelFilter>()
+            .map_err(|_| bad_value(LOG_ENV, &text, "expected off, error, warn, info, debug or trace"));
+    }
+    // tini's scale, read strictly under lastcall's own name: 0 fatal only, 1 warnings (its
+    // default), 2 info, 3 debug.
+    if let Some(&(name, _)) = verbosity(false) {
+        if let Some(text) = env.get(name)? {
+            return match text.trim() {
+                "0" => Ok(LevelFilter::Error),
+                "1" => Ok(LevelFilter::Warn),
+                "2" => Ok(LevelFilter::Info),
+                "3" => Ok(LevelFilter::Debug),
+                _ => Err(bad_value(name, &text, "expected 0, 1, 2 or 3")),
+            };
+        }
+    }
+    if env.peer_setting(personality, Setting::Debug)? == Some(true) {
+        return Ok(LevelFilter::Debug);
+    }
+    Ok(personality.log_level(0, 0))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,594 @@
+//! The loop: wait for signals in sigtimedwait (with a timeout that ends at the next deadline; the
+//! health and notify sockets raise a signal when readable, so they need no poll), turn what
+//! happened into events, and carry out the actions `machine::step` returns. A signal outside the
+//! shutdown (HUP, USR1, WINCH, ...) is forwarded straight from the routing table instead: the
+//! machine would only echo it back.
+//!
+//! May import: the supervisor's set-up (`super`) and sweep, health, logging, machine, metrics,
+//! oom, reap, signals, sys.
+
+use std::time::{Duration, Instant};
+
+use log::{debug, error, info, warn};
+use nix::unistd::Pid;
+
+use crate::health::{self, Health};
+use crate::logging;
+use crate::machine::{self, Action, Event, Note, Phase};
+use crate::metrics::{self, Snapshot};
+use crate::oom;
+use crate::signals::{Route, Sig};
+use crate::sys;
+use crate::reap;
+use crate::reap::Status;
+
+use super::{earliest, format_elapsed, format_elapsed_bare, Supervisor, Target, Woken, KILL_WAIT};
+use super::sweep::continues;
+
+impl Supervisor {
+    pub(super) fn event_loop(&mut self) -> i32 {
+        let sockets = self.notify.is_some() || self.health.is_some();
+        // `more`: a pass over the sockets stopped at its batch, so the next wait does not sleep,
+        // and what is left is served once signals and deadlines have been looked at.
+        let (mut health_deadline, mut more) = if sockets { self.watch_sockets(Instant::now()) } else { (None, false) };
+        loop {
+            let woken = match earliest(self.state.deadline(), health_deadline) {
+                // Nothing due and no pass over the sockets left to finish, so no clock: the hot
+                // path (`wait_idle`).
+                None if !more => self.wait_idle(sockets),
+                deadline => {
+                    let timeout = match deadline {
+                        None => None,
+                        Some(deadline) => {
+                            let now = Instant::now();
+                            if self.state.deadline().is_some_and(|d| now >= d) {
+                                if let Some(code) = self.handle(Event::Deadline, now) {
+                                    return code;
+                                }
+                                continue;
+                            }
+                            if health_deadline.is_some_and(|d| now >= d) {
+                                (health_deadline, more) = self.watch_sockets(now);
+                                continue;
+                            }
+                            Some(deadline - now)
+                        }
+                    };
+                    let timeout = if more { Some(Duration::ZERO) } else { timeout };
+                    // The one wait, for signals and sockets alike: the sockets raise a signal.
+                    match sys::wait_for_signal_until(&self.handled, timeout) {
+                        Ok(None) if more => {
+                            (health_deadline, more) = self.watch_sockets(Instant::now());
+                            continue;
+                        }
+                        taken => Woken::from(taken, sockets),
+                    }
+                }
+            };
+            match woken {
+                Woken::Sockets => {
+                    if let Some(code) = self.drain_socket_signals() {
+                        return code;
+                    }
+                    (health_deadline, more) = self.watch_sockets(Instant::now());
+                }
+                Woken::Signal(sig, sender) => {
+                    if let Some(code) = self.on_signal(sockets, sig, sender) {
+                        return code;
+                    }
+                }
+                Woken::Exit(code) => return code,
+                Woken::Again => {}
+                Woken::Failed(e) => warn!("cannot wait for signals: {e}"),
+            }
+        }
+    }
+
+    /// The wait while nothing has a deadline, and the hot paths, inlined here in one stretch of
+    /// code: a signal to forward, and orphans reaped while the main child lives. Neither
+    /// changes a deadline, so the loop waits again at once, without the clock or the machine.
+    /// Returns whatever else woke it.
+    /// `sockets`: whether lastcall has sockets, and so /metrics' counts to keep. (One copy of the
+    /// loop for both: a copy each measured 4 instructions a signal less and 3 KiB more.)
+    #[inline(always)]
+    fn wait_idle(&mut self, sockets: bool) -> Woken {
+        loop {
+            let (sig, sender, code) = match sys::next_signal(&self.handled) {
+                Ok(taken) => taken,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Woken::Failed(e),
+            };
+            match self.routes.of(sig) {
+                Route::Forward(to) if self.is_for_the_child(sig, sender) && !(sockets && sys::is_readiness(sig, code)) => {
+                    if sockets {
+                        metrics::count(&mut self.counters.received, sig);
+                    }
+                    self.forward(sockets, sig, to, sender);
+                }
+                Route::Reap if self.orphans_change_nothing() => {
+                    if sockets {
+                        metrics::count(&mut self.counters.received, sig);
+                    }
+                    if let Some(main) = self.reap_orphans() {
+                        // The machine has run: its deadlines are the outer loop's.
+                        return self.on_child_exit(Some(main)).map_or(Woken::Again, Woken::Exit);
+                    }
+                }
+                _ if sockets && sys::is_readiness(sig, code) => return Woken::Sockets,
+                _ => return Woken::Signal(sig, sender),
+            }
+        }
+    }
+
+    /// SIGCHLD. While the main child lives and nobody is to hear of orphans, they are reaped
+    /// without counting or decoding a thing (`reap_orphans`). Anything else goes the whole way
+    /// (`on_child_exit`).
+    #[inline(never)]
+    fn on_sigchld(&mut self) -> Option<i32> {
+        if !self.orphans_change_nothing() {
+            return self.on_child_exit(None);
+        }
+        self.reap_orphans().and_then(|main| self.on_child_exit(Some(main)))
+    }
+
+    /// Whether an orphan's reap changes nothing and nobody is to hear of it (no --warn-reaping,
+    /// no debug log): while the main child lives, outside the kill phase.
+    #[inline(always)]
+    fn orphans_change_nothing(&self) -> bool {
+        !self.warn_reaping && !self.state.cares_about_orphans() && !log::log_enabled!(log::Level::Debug)
+    }
+
+    /// Reaps every child that has exited, when `orphans_change_nothing`. Stops at the main
+    /// child, whose status it returns for `on_child_exit`; None once nothing is left.
+    #[inline(always)]
+    fn reap_orphans(&mut self) -> Option<Status> {
+        loop {
+            match sys::wait_any_exited() {
+                Ok(Some((pid, status))) if pid == self.child => return Some(Status::from_raw(status)),
+                Ok(Some((pid, status))) => {
+                    self.counters.orphans_reaped = self.counters.orphans_reaped.wrapping_add(1);
+                    // A death by SIGKILL is when the OOM killer may have been at work.
+                    if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL {
+                        self.check_oom(false, Some(pid));
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                // Nothing left (ECHILD, or a failure that cannot be retried usefully either).
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// Serves the sockets: relays what the notify socket holds, answers and times out health
+    /// connections, accepts new ones, and has the kernel signal lastcall for each new socket. What
+    /// reached a new socket before that raised nothing, so the sockets are served again then
+    /// (a few rounds at most: a connection flood must not keep signals waiting; anything left
+    /// is read at the connection's deadline). Returns the health endpoint's next deadline.
+    /// Each pass is bounded (`notify::BATCH` messages, `health::ACCEPT_BATCH` connections, one
+    /// read of each open one); the second value says a batch ran out and there may be more.
+    #[cold]
+    fn watch_sockets(&mut self, now: Instant) -> (Option<Instant>, bool) {
+        // Every socket is tried (which one raised the signal does not matter), and each read
+        // stops at EAGAIN.
+        const EVERY: [bool; 1 + health::MAX_CONNECTIONS] = [true; 1 + health::MAX_CONNECTIONS];
+        let mut more = false;
+        for _round in 0..3 {
+            let mut new = false;
+            if let Some(n) = &mut self.notify {
+                more |= n.relay();
+            }
+            if let Some(n) = &self.notify {
+                new |= self.signal_when_readable(n.fd());
+            }
+            let Some(h) = &mut self.health else {
+                if !new {
+                    return (None, more);
+                }
+                continue;
+            };
+            let (code, signal) = match self.main_status {
+                Some(Status::Exited(code)) => (Some(code), None),
+                Some(Status::Signaled(sig, _)) => (Some(128 + sig.0), Some(sig.0)),
+                None => (None, None),
+            };
+            let metrics = Snapshot {
+                counters: &self.counters,
+                version: env!("CARGO_PKG_VERSION"),
+                personality: self.personality,
+                phase: self.state.phase.name(),
+                shutdown: self.shutdown_at.map(|t| now.saturating_duration_since(t)),
+                exit_code: code,
+                exit_signal: signal,
+                notify_relayed: self.notify.as_ref().map_or(0, |n| n.relayed_total),
+                notify_refused: self.notify.as_ref().map_or(0, |n| n.refused_total),
+                health_evicted: h.evicted,
+                log_lines_dropped: logging::lines_dropped(),
+            };
+            more |= h.service(&EVERY, health::Status { ready: self.ready }, &metrics, now);
+            for (fd, _) in h.fds() {
+                match sys::signal_when_readable(fd, self.me) {
+                    Ok(added) => new |= added,
+                    Err(e) => debug!("health: cannot have the kernel signal a readable socket: {e}"),
+                }
+            }
+            if !new {
+                break;
+            }
+        }
+        (self.health.as_ref().and_then(Health::next_deadline), more)
+    }
+
+    /// Takes the socket signals that queued up since the last pass, before the next one, which
+    /// reads whatever they stood for: one per readable event otherwise, they would fill the
+    /// real-time queue (RLIMIT_SIGPENDING, which every process of lastcall's user shares) as
+    /// fast as clients send. What arrives during the pass raises a new one. A socket signal or
+    /// SIGIO that a process sent is the app's, and forwarded as usual.
+    #[cold]
+    fn drain_socket_signals(&mut self) -> Option<i32> {
+        // The queue holds at most RLIMIT_SIGPENDING; a bound all the same.
+        for _ in 0..4096 {
+            match sys::wait_for_signal_until(&self.socket_signals, Some(Duration::ZERO)) {
+                Ok(Some((_, _, true))) => {}
+                Ok(Some((sig, sender, false))) => {
+                    if let Some(code) = self.on_signal_out_of_line(sig, sender) {
+                        return Some(code);
+                    }
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    fn signal_when_readable(&self, fd: std::os::fd::BorrowedFd<'_>) -> bool {
+        sys::signal_when_readable(fd, self.me).unwrap_or_else(|e| {
+            warn!("cannot have the kernel signal a readable socket: {e}");
+            false
+        })
+    }
+
+    /// Acts on one signal; `Some(code)` when it is time to exit.
+    ///
+    /// The common case, a signal to forward, is a table lookup and kill(): no clock, no state
+    /// machine, and inlined into the loop. On this path the cache lines and pages touched cost
+    /// more than the instructions run: calls out to musl's syscall wrappers and to this path's
+    /// own helpers, elsewhere in the binary, measured 0.15-0.2 µs per signal (README,
+    /// Performance). Everything else is out of line. `count`: keep /metrics' counts, two
+    /// increments, when lastcall has sockets.
+    #[inline(always)]
+    fn on_signal(&mut self, count: bool, sig: Sig, sender: libc::pid_t) -> Option<i32> {
+        if count {
+            metrics::count(&mut self.counters.received, sig);
+        }
+        match self.routes.of(sig) {
+            Route::Forward(to) if self.is_for_the_child(sig, sender) => {
+                self.forward(count, sig, to, sender);
+                None
+            }
+            Route::Reap => self.on_sigchld(),
+            route => self.on_other_signal(route, sig, sender),
+        }
+    }
+
+    /// `on_signal`, counted, for the signals taken at start-up and among socket signals: one
+    /// copy out of the loop, for size.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn on_signal_out_of_line(&mut self, sig: Sig, sender: libc::pid_t) -> Option<i32> {
+        self.on_signal(true, sig, sender)
+    }
+
+    /// A SIGPIPE lastcall caused itself, by writing a log line to a closed stderr, is not the
+    /// child's business. (Other signals from our own pid are real: one raised before exec,
+    /// while starting lastcall, carries the pid lastcall has.)
+    #[inline(always)]
+    fn is_for_the_child(&self, sig: Sig, sender: libc::pid_t) -> bool {
+        sig != Sig::PIPE || sender != self.me.as_raw()
+    }
+
+    #[inline(always)]
+    fn forward(&mut self, count: bool, sig: Sig, to: Sig, sender: libc::pid_t) {
+        let result = self.send_to_child(to);
+        if count && result.is_ok() {
+            metrics::count(&mut self.counters.forwarded, to);
+        }
+        if log::log_enabled!(log::Level::Debug) {
+            self.log_forward(sig, to, sender, result);
+        }
+    }
+
+    /// SIGCHLD: reap. An orphan while the main child lives changes nothing, so a burst of them
+    /// costs neither the clock nor the machine.
+    /// `main`: the main child's status, when it was reaped already (`reap_orphans`).
+    #[inline(never)]
+    fn on_child_exit(&mut self, main: Option<Status>) -> Option<i32> {
+        let (mut reaped, other_killed) = self.reap();
+        if main.is_some() {
+            reaped.main = main;
+        }
+        if reaped.main.is_some() {
+            self.main_status = reaped.main;
+            self.child_fd = None;
+        }
+        self.counters.orphans_reaped = self.counters.orphans_reaped.wrapping_add(reaped.others as u64);
+        // A death by SIGKILL is when the OOM killer may have been at work: only then is its
+        // counter read.
+        let main_killed = matches!(reaped.main, Some(Status::Signaled(Sig::KILL, _)));
+        if main_killed || other_killed.is_some() {
+            self.check_oom(main_killed, other_killed);
+        }
+        let main = reaped.main.map(Status::code);
+        if main.is_none() && (reaped.others == 0 || !self.state.cares_about_orphans()) {
+            return None;
+        }
+        let now = Instant::now();
+        if let Some(status) = reaped.main {
+            // A death by a signal says so: "status 160" would hide signal 32.
+            let how = match status {
+                Status::Exited(code) => format!("exited with status {code}"),
+                killed => killed.to_string(),
+            };
+            // The timeline's last line; an app that simply ends is no news.
+            if self.shutdown_at.is_some() {
+                info!(event = "child_exit", pid = self.child.as_raw(), code = status.code(), elapsed_ms = self.elapsed_ms(now);
+                      "{}child {how}", self.elapsed(now));
+            } else {
+                debug!(event = "child_exit", pid = self.child.as_raw(), code = status.code(); "child {how}");
+            }
+        }
+        self.handle(Event::Reaped { main, children_left: reaped.children_left }, now)
+    }
+
+    #[inline(never)]
+    fn on_other_signal(&mut self, route: Route, sig: Sig, sender: libc::pid_t) -> Option<i32> {
+        match route {
+            Route::Forward(_) | Route::Drop => {
+                debug!("not forwarding {sig} from pid {sender}");
+                None
+            }
+            Route::Suspend(to) => {
+                self.suspend(sig, to);
+                None
+            }
+            Route::Shutdown => {
+                debug!(event = "signal", signal:% = sig, pid = sender; "received {sig} from pid {sender}");
+                self.handle(Event::Termination(sig), Instant::now())
+            }
+            Route::Reap => self.on_child_exit(None),
+        }
+    }
+
+    /// Whether the kernel's OOM-kill counter rose since it was last read, and if so, says who it
+    /// was: the app, when it is among the SIGKILLed, or else the other process that died of
+    /// SIGKILL; after the grace, when lastcall's own SIGKILLs are about, only how many. The exit
+    /// code stays the app's own (137).
+    #[cold]
+    fn check_oom(&mut self, main_killed: bool, other_killed: Option<Pid>) {
+        let Some(oom) = &mut self.oom else { return };
+        let new = oom.new_kills();
+        if new == 0 {
+            return;
+        }
+        self.counters.oom_kills = self.counters.oom_kills.wrapping_add(new);
+        if !self.names_oom_kills {
+            return;
+        }
+        let limit = oom.limit().map(|n| format!(" (limit {})", oom::format_bytes(n))).unwrap_or_default();
+        if matches!(self.state.phase, Phase::Killing { .. }) {
+            // lastcall's own SIGKILLs are out as well: which of the dead the kernel took cannot
+            // be told, so nobody is blamed.
+            warn!(event = "oom_kill"; "the OOM killer killed {new} process(es) in lastcall's cgroup{limit}");
+            return;
+        }
+        if main_killed {
+            error!(event = "oom_kill", pid = self.child.as_raw(), signal = "SIGKILL", code = machine::KILLED_CODE; "app killed by the OOM killer{limit}");
+        }
+        if let Some(pid) = other_killed.filter(|_| !main_killed || new > 1) {
+            warn!(event = "oom_kill", pid = pid.as_raw(), signal = "SIGKILL";
+                  "process {pid} killed by the OOM killer{limit}; the app runs on without it");
+        }
+    }
+
+    #[cold]
+    fn log_forward(&self, sig: Sig, to: Sig, sender: libc::pid_t, result: nix::Result<()>) {
+        let (whom, child) = (self.whom(), self.child);
+        let rewritten = if to == sig { String::new() } else { format!(" as {to}") };
+        match result {
+            Ok(()) => debug!(event = "forwarded", signal:% = to; "forwarded {sig} from pid {sender}{rewritten} to {whom} {child}"),
+            Err(e) => debug!("cannot forward {sig}{rewritten} to {whom} {child}: {e}"),
+        }
+    }
+
+    /// dumb-init's rule: stop the child (with SIGSTOP unless rewritten), then stop ourselves,
+    /// so that Ctrl-Z in a shell suspends the whole job. SIGCONT is forwarded as usual.
+    fn suspend(&mut self, sig: Sig, to: Option<Sig>) {
+        if let Some(to) = to {
+            if let Err(e) = self.send_to_child(to) {
+                debug!("cannot send {to} to the child: {e}");
+            }
+            debug!("{sig}: stopped the child with {to}");
+        }
+        debug!("{sig}: stopping lastcall");
+        let _ = sys::kill(self.me.as_raw(), Sig::STOP);
+    }
+
+    /// Reaps what has exited; also returns the last process other than the app that died of
+    /// SIGKILL, if any (a bit test on the status, no work for anything else).
+    fn reap(&self) -> (reap::Reaped, Option<Pid>) {
+        let warn_reaping = self.warn_reaping;
+        let mut killed = None;
+        let reaped = reap::reap_all(self.child, |pid, status| {
+            if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL {
+                killed = Some(pid);
+            }
+            if warn_reaping {
+                warn!(event = "reaped", pid = pid.as_raw(), status:% = Status::from_raw(status);
+                      "Reaped zombie process with pid={pid}: {}", Status::from_raw(status));
+            } else {
+                debug!(event = "reaped", pid = pid.as_raw(), status:% = Status::from_raw(status);
+                       "reaped pid {pid}: {}", Status::from_raw(status));
+            }
+        });
+        (reaped, killed)
+    }
+
+    /// Steps the machine and carries out its actions; `Some(code)` when it is time to exit.
+    fn handle(&mut self, event: Event, now: Instant) -> Option<i32> {
+        let (state, actions) = machine::step(self.state, event, now, &self.policy);
+        self.state = state;
+        let mut exit = None;
+        for &action in actions.iter() {
+            match action {
+                Action::Timeline(note) => self.note(note, now),
+                Action::Unready => self.unready(),
+                Action::Forward(sig) => self.forward_stop(sig, now),
+                Action::SignalAll(sig) => self.signal_all(sig, now),
+                Action::SignalOthers(sig) => self.signal_others(sig, now),
+                Action::Exit(code) => exit = Some(code),
+            }
+        }
+        if exit.is_some() {
+            if let Some(file) = &mut self.ready_file {
+                file.remove();
+            }
+        }
+        exit
+    }
+
+    /// Shutdown has begun: the ready file goes, /ready answers 503 (the health status is read
+    /// off the phase), and systemd hears that the service is stopping, with time to do it.
+    fn unready(&mut self) {
+        self.ready = false;
+        if logging::json() {
+            info!(event = "unready"; "unready: the ready file goes, /ready answers 503");
+        }
+        if let Some(file) = &mut self.ready_file {
+            file.remove();
+        }
+        if let Some(notify) = &mut self.notify {
+            let mut message = String::from("STOPPING=1\n");
+            if let Some(grace) = self.policy.grace {
+                // EXTEND_TIMEOUT_USEC only ever lengthens systemd's stop timeout, so asking for
+                // the whole sequence plus a margin is harmless when that timeout is longer.
+                let total = self.policy.pre_stop.saturating_add(grace).saturating_add(KILL_WAIT + Duration::from_secs(1));
+                message.push_str(&format!("EXTEND_TIMEOUT_USEC={}\n", total.as_micros()));
+            }
+            notify.send(message.as_bytes());
+        }
+    }
+
+    fn note(&mut self, note: Note, now: Instant) {
+        let t = self.shutdown_at.get_or_insert(now);
+        let at = format_elapsed(now.duration_since(*t));
+        let ms = self.elapsed_ms(now);
+        match note {
+            Note::Received(sig) => info!(event = "signal", signal:% = sig, elapsed_ms = ms; "{at} received {sig}"),
+            Note::PreStopStarted => {
+                info!(event = "pre_stop", elapsed_ms = ms;
+                      "{at} pre-stop: the app keeps running for {}", format_elapsed_bare(self.policy.pre_stop))
+            }
+            Note::PreStopEnded => info!(event = "pre_stop", elapsed_ms = ms; "{at} pre-stop ended"),
+            Note::PreStopCut => info!(event = "pre_stop", elapsed_ms = ms; "{at} pre-stop cut short"),
+            Note::GraceExpired => info!(event = "grace_expired", signal = "SIGKILL", elapsed_ms = ms;
+                                        "{at} grace expired: sent SIGKILL to every remaining process"),
+        }
+    }
+
+    /// Milliseconds since the first termination signal (0 before it), for json's elapsed_ms.
+    pub(super) fn elapsed_ms(&self, now: Instant) -> u64 {
+        self.shutdown_at.map_or(0, |t| u64::try_from(now.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// To the child's process group, or the child alone with --single-child: only while
+    /// lastcall can show that it is still the app's (`app`).
+    #[inline(always)]
+    fn send_to_child(&mut self, sig: Sig) -> nix::Result<()> {
+        match self.app() {
+            Some(target) => self.send(target, sig),
+            None => Err(nix::errno::Errno::ESRCH),
+        }
+    }
+
+    /// What the app's signals go to, if lastcall can show it is still the app's. The main child
+    /// is addressed through its pidfd (by pid where the kernel has none, which is as safe until
+    /// it is reaped: only then may its pid be given to another process), and not at all once
+    /// reaped. Its group, whose id is the main child's pid P, while the main child is unreaped
+    /// (a zombie still holds P); after that, while no process has pid P. The kernel gives no
+    /// process a pid that is still a group's id, so while the app's group has a member, P is
+    /// nobody's; once the group is empty, P is free, and a process that gets it and leads a
+    /// group of its own (the only way to make a group P) has pid P.
+    #[inline(always)]
+    pub(super) fn app(&mut self) -> Option<Target> {
+        let reaped = self.main_status.is_some();
+        if self.single_child {
+            return (!reaped).then_some(Target::Main);
+        }
+        (!reaped || self.group_is_the_apps()).then_some(Target::Group)
+    }
+
+    /// After the main child is reaped: no process has its pid (see `app`).
+    #[cold]
+    pub(super) fn group_is_the_apps(&self) -> bool {
+        sys::kill(self.child.as_raw(), Sig(0)) == Err(nix::errno::Errno::ESRCH)
+    }
+
+    #[inline(always)]
+    fn send(&self, target: Target, sig: Sig) -> nix::Result<()> {
+        match (target, &self.child_fd) {
+            (Target::Main, Some(fd)) => sys::pidfd_send_signal(std::os::fd::AsFd::as_fd(fd), sig),
+            (Target::Main, None) => sys::kill(self.child.as_raw(), sig),
+            (Target::Group, _) => sys::kill(-self.child.as_raw(), sig),
+        }
+    }
+
+    fn whom(&self) -> &'static str {
+        if self.single_child {
+            "child"
+        } else {
+            "process group"
+        }
+    }
+
+    /// The shutdown's stop signal, which the timeline shows.
+    fn forward_stop(&mut self, sig: Sig, now: Instant) {
+        let whom = self.whom();
+        if self.single_child && self.state.main_code.is_some() {
+            // The child is reaped (dumb-init's TERM at its exit, with -c): its pid may be
+            // another process's by now.
+            return;
+        }
+        let Some(target) = self.app() else {
+            debug!("not forwarding {sig}: the app's {whom} {} is gone", self.child);
+            return;
+        };
+        let ms = self.elapsed_ms(now);
+        let sent = self.send(target, sig);
+        if self.cont_after_stop && continues(sig) {
+            let _ = self.send(target, Sig::CONT);
+        }
+        if sent.is_ok() {
+            metrics::count(&mut self.counters.forwarded, sig);
+        }
+        match sent {
+            Ok(()) if self.single_child => {
+                info!(event = "forwarded", signal:% = sig, pid = self.child.as_raw(), elapsed_ms = ms;
+                      "{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child)
+            }
+            Ok(()) => info!(event = "forwarded", signal:% = sig, pgid = self.child.as_raw(), elapsed_ms = ms;
+                            "{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child),
+            Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
+        }
+        // json only: text has no line of its own for the grace (a peer's name prints none).
+        if let (true, Phase::Draining { until: Some(_) }, Some(grace)) = (logging::json(), self.state.phase, self.policy.grace) {
+            info!(event = "grace", elapsed_ms = ms; "grace: {} until SIGKILL", format_elapsed_bare(grace));
+        }
+    }
+
+    pub(super) fn elapsed(&self, now: Instant) -> String {
+        match self.shutdown_at {
+            Some(t) => format!("{} ", format_elapsed(now.duration_since(t))),
+            None => String::new(),
+        }
+    }
+}
+

@@ -1,0 +1,378 @@
+//! The supervisor's set-up: `run()` wires the configuration, the signals, the child, the ready
+//! file, the health endpoint, the notify relay and the OOM counter into one `Supervisor`, starts
+//! the command, runs the loop (`event_loop`) and turns its code into lastcall's ending. The sweep
+//! (signal-all, kill-all, the /proc walk) is `sweep`. No threads and no periodic timer: with no
+//! deadline pending, lastcall sleeps until something arrives.
+//!
+//! May import: config, error, health, logging, machine, metrics, notify, oom, personality,
+//! procfs, ready, reap, signals, sys, child, nested, user.
+
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use log::{debug, error, info, warn};
+use nix::sys::signal::SigSet;
+use nix::unistd::{getpid, Pid};
+
+use crate::config::{Config, Subreaper};
+use crate::error::{Ending, Error};
+use crate::health::Health;
+use crate::logging;
+use crate::machine::{Policy, State};
+use crate::metrics::Counters;
+use crate::notify::NotifyRelay;
+use crate::oom::OomCounter;
+use crate::ready::ReadyFile;
+use crate::personality::{ChildSignals, JobControl};
+use crate::signals::{Routes, Sig, Suspend};
+use crate::sys::{self, Detach};
+use crate::reap::Status;
+use crate::procfs::ProcReader;
+use crate::{child, nested, reap, user};
+
+mod event_loop;
+mod sweep;
+
+/// How long SIGKILLed processes get to be reaped before lastcall stops waiting for them
+/// (a process stuck in uninterruptible sleep never dies).
+const KILL_WAIT: Duration = Duration::from_secs(3);
+
+/// Sets up everything the loop needs, starts the command and supervises it to the end.
+/// Returns how lastcall ends. Signals must already be blocked; `mask` is the signal mask
+/// lastcall was started with, which the app gets.
+pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
+    // Before anything that the inner lastcall would do again (the health port, the ready file).
+    let config = if !config.pause && nested::command_is_lastcall(&config.command) { config.step_aside() } else { config };
+    if config.nested {
+        info!("the command is lastcall too: this one forwards signals, reaps and exits with its status; pre-stop, grace, readiness, health and notify are the inner one's");
+        // The shutdown timeline is the inner one's too: each of its lines once in the log.
+        if log::max_level() == log::LevelFilter::Info {
+            log::set_max_level(log::LevelFilter::Warn);
+        }
+    }
+    for warning in &config.warnings {
+        warn!("{warning}");
+    }
+    // Before lastcall opens any fd of its own.
+    let mut inherited_fds = child::inherited_fds();
+    // The log's own non-blocking stderr, opened before this list was made, is lastcall's.
+    inherited_fds.retain(|&fd| Some(fd) != crate::logging::own_fd());
+    sys::take_dispositions();
+    let handled = sys::handled_set();
+    let me = getpid();
+    let pid1 = me.as_raw() == 1;
+    if let Some(sig) = config.parent_death_signal {
+        sys::set_parent_death_signal(sig).map_err(|source| Error::Setup { what: "cannot set the parent-death signal".into(), source })?;
+    }
+    if !pid1 && config.subreaper != Subreaper::Off {
+        // Orphaned grandchildren (a service's double-forked daemon) come back to us to be reaped.
+        // qemu-user refuses this prctl (EINVAL): fatal only when it was asked for.
+        match nix::sys::prctl::set_child_subreaper(true) {
+            Ok(()) => {}
+            Err(e) if config.subreaper == Subreaper::Asked => return Err(Error::setup("cannot become a child subreaper", e)),
+            Err(e) => warn!("cannot become a child subreaper ({e}); going on without: orphans go to the real init (--no-subreaper says so quietly)"),
+        }
+    }
+    // A subreaper already (subreaper-proxy's prctl survives exec): orphans do come back.
+    let already_subreaper = || nix::sys::prctl::get_child_subreaper().unwrap_or(false);
+    if !pid1 && config.subreaper == Subreaper::Off && config.personality.warn_without_subreaper && !already_subreaper() {
+        warn!(
+            "not running as PID 1 and not registered as a child subreaper: orphans will not be re-parented to {0}, \
+             so zombie reaping won't work. Use -s or set TINI_SUBREAPER to register {0} as a child subreaper, or run it as PID 1.",
+            config.personality.name
+        );
+    }
+    if config.pause {
+        return Ok(Ending::Code(pause(&handled)));
+    }
+
+    // Everything that can fail on bad input fails now, before the app starts.
+    let credentials = match &config.user {
+        Some(spec) => Some(user::resolve(spec, &user::Files::system())?),
+        None => None,
+    };
+    let mut ready_file = match &config.ready_file {
+        Some(path) => Some(ReadyFile::prepare(path).map_err(|source| Error::Setup {
+            what: format!("cannot create the ready file {}", path.display()),
+            source,
+        })?),
+        None => None,
+    };
+    let health = match config.health_listen {
+        Some(addr) => Some(Health::bind(addr).map_err(|source| Error::Setup {
+            what: format!("cannot listen on {addr} for health checks"),
+            source,
+        })?),
+        None => None,
+    };
+    let notify = match std::env::var("NOTIFY_SOCKET") {
+        Ok(socket) if !socket.is_empty() && !config.nested => NotifyRelay::new(&socket, credentials.as_ref().map(|c| (c.uid, c.gid)))
+            .map_err(|source| Error::Setup { what: "cannot relay NOTIFY_SOCKET".into(), source })?,
+        _ => None,
+    };
+    // Opened now so that a SIGKILL death costs one pread, not a walk through /proc and /sys.
+    let oom = OomCounter::open();
+
+    // 0 means none (for the grace: never SIGKILL), so a duration under a millisecond reads 1.
+    let millis = |d: Duration| OsString::from(d.as_millis().max(u128::from(!d.is_zero())).to_string());
+    let mut env = vec![];
+    // Under a peer's name the app's environment stays the peer's, unless a deadline was set.
+    if !config.nested && (config.personality.deadlines_in_env || !config.pre_stop.is_zero() || config.grace.is_some()) {
+        env.push(("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)));
+        env.push(("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())));
+    }
+    if let Some(relay) = &notify {
+        env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
+    }
+    if let Some(c) = &credentials {
+        env.extend(c.env(|name| std::env::var_os(name).is_some()));
+    }
+    let detach = match (config.setsid, config.single_child && !config.personality.own_group_for_single_child) {
+        (true, _) => Detach::Session,
+        (false, true) => Detach::Inherit,
+        (false, false) => Detach::Group,
+    };
+    let mask = match config.personality.child_signals {
+        ChildSignals::Inherited => mask,
+        ChildSignals::EmptyMaskStandardDefault => {
+            // lastcall's own dispositions are the app's; blocked, they change nothing for lastcall.
+            sys::default_standard_dispositions();
+            SigSet::empty()
+        }
+    };
+    let ids = credentials.map(|c| sys::Ids { uid: c.uid, gid: c.gid, groups: c.groups });
+    let exits = sys::ChildExitCodes {
+        exec: config.personality.exec_codes,
+        exec_other: config.personality.exec_other,
+        setup: config.personality.setup_exit,
+    };
+    let launch = child::Launch { argv: &config.command, detach, env, mask: &mask, ids, no_new_privs: config.no_new_privs, exits };
+    let started = match child::spawn(&launch) {
+        Ok(started) => started,
+        Err(e @ Error::Exec { .. }) => return Ok(Ending::Code(exec_failed(&config, e))),
+        Err(e) => return Err(e),
+    };
+    let child = started.pid;
+    // Never keep a mount busy; the child has its own working directory. First thing, as
+    // dumb-init does: its suite reads lastcall's cwd as soon as the app starts.
+    if config.personality.leaves_cwd {
+        if let Err(e) = nix::unistd::chdir("/") {
+            warn!("cannot change directory to /: {e}");
+        }
+    }
+    debug!(event = "started", pid = child.as_raw(); "started {:?} as pid {child}", config.command);
+    child::close_inherited(&inherited_fds);
+    if let Some(file) = &mut ready_file {
+        if let Err(e) = file.create() {
+            warn!("cannot create the ready file {}: {e}", file.path().display());
+        }
+    }
+
+    let policy = Policy {
+        pre_stop: config.pre_stop,
+        grace: config.grace,
+        stop_signal: config.stop_signal,
+        rewrite: config.rewrite.clone(),
+        kill_wait: KILL_WAIT,
+        unready_on: config.unready_on,
+        on_main_exit: config.personality.on_main_exit,
+        single_child: config.single_child,
+    };
+    let job_control = match (config.setsid, config.personality.job_control) {
+        (true, _) => Some(Suspend::WithStop),
+        (false, JobControl::DumbInit) => Some(Suspend::AsReceived),
+        (false, JobControl::Tini) => None,
+    };
+    let mut supervisor = Supervisor {
+        routes: Routes::new(job_control, &config.rewrite),
+        policy,
+        handled,
+        socket_signals: sys::signal_set([sys::socket_signal(), Sig(libc::SIGIO)]),
+        me,
+        pid1,
+        child,
+        child_fd: sys::pidfd_open(child.as_raw()).ok(),
+        single_child: config.single_child,
+        cont_after_stop: config.personality.cont_after_stop,
+        warn_reaping: config.warn_reaping,
+        state: State::START,
+        ready: true,
+        shutdown_at: None,
+        ready_file,
+        health,
+        notify,
+        proc: ProcReader::new(),
+        warned_blind: false,
+        main_status: None,
+        counters: Counters::default(),
+        oom,
+        names_oom_kills: config.personality.names_oom_kills || logging::json(),
+        personality: config.personality.name,
+    };
+    if let Some(health) = &mut supervisor.health {
+        fit_to_fd_limit(health);
+    }
+    let code = started.early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal_out_of_line(sig, sender));
+    let code = code.unwrap_or_else(|| supervisor.event_loop());
+    let ending = if config.remap_exit.contains(&code) {
+        Ending::Code(0)
+    } else {
+        match supervisor.main_status {
+            // Transparent: the parent reads the app's own death (not as PID 1, which cannot).
+            Some(Status::Signaled(sig, _)) if !pid1 && code == 128 + sig.0 && config.personality.reraise_signal_death => {
+                Ending::Signal(sig)
+            }
+            _ => Ending::Code(code),
+        }
+    };
+    // json's last line; text has none (a peer's name prints nothing here).
+    if logging::json() {
+        match ending {
+            Ending::Code(code) => info!(event = "exit", code = code; "exiting with {code}"),
+            Ending::Signal(sig) => info!(event = "exit", signal:% = sig, code = 128 + sig.0; "exiting by {sig}"),
+        }
+    }
+    Ok(ending)
+}
+
+/// The health endpoint's connection budget, from the fds the real limit leaves once lastcall holds
+/// all of its own; a warning when that is none, since the endpoint then answers nobody.
+fn fit_to_fd_limit(health: &mut Health) {
+    let limit = sys::fd_limit();
+    // Past a few thousand the budget is the most it can be whatever is open.
+    let open = (0..limit.min(4096) as std::os::fd::RawFd).filter(|&fd| sys::fd_is_open(fd)).count();
+    let free = usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(open);
+    // Kept back: a /proc read with the spare fd given up, and the ready file's temporary file.
+    if health.fit_fd_limit(free, 2) == 0 {
+        warn!("the open-file limit ({limit}) leaves the health endpoint no descriptor for a connection, so it cannot answer; raise it (ulimit -n)");
+    }
+}
+
+/// The command could not be started: the exit code the personality gives that (tini's is its
+/// child's exit code, so `-e` maps it too).
+fn exec_failed(config: &Config, e: Error) -> i32 {
+    error!("{e}");
+    let p = config.personality;
+    let code = e.exit_code_as(p);
+    let remapped = matches!(e, Error::Exec { .. }) && p.remap_exec_failure && config.remap_exit.contains(&code);
+    if remapped {
+        0
+    } else {
+        code
+    }
+}
+
+/// catatonit's pause mode: no command; reap whatever arrives, exit on a termination signal.
+fn pause(handled: &SigSet) -> i32 {
+    loop {
+        match sys::wait_for_signal(handled) {
+            Ok((Sig::CHLD, _)) => {
+                reap::reap_all(Pid::from_raw(0), |_, _| {});
+            }
+            Ok((sig, _)) if sig.is_termination() => return 0,
+            Ok(_) => {}
+            Err(e) => warn!("cannot wait for signals: {e}"),
+        }
+    }
+}
+
+/// What ended a wait of the event loop.
+enum Woken {
+    /// A signal for lastcall to act on, and its sender.
+    Signal(Sig, libc::pid_t),
+    /// The kernel's word that a socket of lastcall's is readable.
+    Sockets,
+    /// The wait's own work (`Supervisor::wait_idle`) ended with lastcall's exit code.
+    Exit(i32),
+    /// Nothing to act on (a timeout), or nothing more: the deadlines may have changed.
+    Again,
+    Failed(nix::errno::Errno),
+}
+
+impl Woken {
+    /// `sockets`: whether lastcall has any; without, a signal that says a socket is readable is
+    /// someone's (an fd the app set up to signal lastcall's pid) and is acted on as any other.
+    #[inline(always)]
+    fn from(taken: nix::Result<Option<(Sig, libc::pid_t, bool)>>, sockets: bool) -> Woken {
+        match taken {
+            Ok(Some((_, _, true))) if sockets => Woken::Sockets,
+            Ok(Some((sig, sender, _))) => Woken::Signal(sig, sender),
+            Ok(None) => Woken::Again,
+            Err(e) => Woken::Failed(e),
+        }
+    }
+}
+
+struct Supervisor {
+    routes: Routes,
+    policy: Policy,
+    /// The blocked signals, waited for with sigtimedwait: the loop's one wait.
+    handled: SigSet,
+    /// The signals the kernel raises for a readable socket (see `sys::socket_signal`).
+    socket_signals: SigSet,
+    me: Pid,
+    pid1: bool,
+    /// The main child's pid, which is also its process group id (unless `Detach::Inherit`,
+    /// where only the child itself is ever signalled).
+    child: Pid,
+    /// A pidfd for the main child, where the kernel has them: see `app`.
+    child_fd: Option<std::os::fd::OwnedFd>,
+    single_child: bool,
+    /// SIGCONT after each stop signal (`send_stop_signal`).
+    cont_after_stop: bool,
+    warn_reaping: bool,
+    state: State,
+    /// Whether /ready answers 200: until the machine says Unready.
+    ready: bool,
+    /// When the first termination signal arrived: the timeline's zero.
+    shutdown_at: Option<Instant>,
+    ready_file: Option<ReadyFile>,
+    health: Option<Health>,
+    notify: Option<NotifyRelay>,
+    /// How the main child ended, once it is reaped: lastcall ends the same way.
+    main_status: Option<Status>,
+    proc: ProcReader,
+    /// Whether lastcall has said that /proc does not show it everything (once is enough).
+    warned_blind: bool,
+    /// What /metrics counts.
+    counters: Counters,
+    /// The memory cgroup's OOM-kill counter, read when something dies of SIGKILL.
+    oom: Option<OomCounter>,
+    /// Whether an OOM kill is logged: always in json, in text under lastcall's own name only.
+    names_oom_kills: bool,
+    personality: &'static str,
+}
+
+/// How the app is addressed: see `Supervisor::app`.
+#[derive(Clone, Copy)]
+enum Target {
+    Main,
+    Group,
+}
+
+/// The earlier of two deadlines, if any.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn format_elapsed(d: Duration) -> String {
+    format!("+{}", format_elapsed_bare(d))
+}
+
+fn format_elapsed_bare(d: Duration) -> String {
+    format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_format() {
+        assert_eq!(format_elapsed(Duration::from_millis(2001)), "+2.001s");
+        assert_eq!(format_elapsed(Duration::ZERO), "+0.000s");
+    }
+}

@@ -1,0 +1,202 @@
+//! The regression guard for lastcall's hot paths: callgrind's instruction counts, which repeat
+//! exactly whatever the machine's load, for lastcall in each of its set-ups and for every peer
+//! installed (tini, tini-static, dumb-init, catatonit), all measured in this same run. The test
+//! fails when lastcall, in any set-up, runs more instructions per forwarded signal or per reaped
+//! orphan than the best peer. The method is the benchmark's (benches/compare.rs): a run with N
+//! signals (orphans) minus a run with none (one), divided by N. `--nocapture` prints the table.
+//!
+//! Needs valgrind, the peers, gcc and a static libc (scripts/setup-test-machine installs them).
+//! About 40 valgrind runs, 10-40 s on a loaded 2-core machine, plus one release build of
+//! lastcall the first time (the counts of an unoptimised build say nothing).
+mod common;
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+
+/// Enough to make start-up noise (a few instructions that differ between two runs) vanish in
+/// the division, few enough to keep the test to seconds.
+const SIGNALS: usize = 200;
+const ORPHANS: usize = 40;
+
+struct Contender {
+    name: String,
+    path: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    peer: bool,
+}
+
+/// The binary as it ships: `cargo test` builds lastcall without optimisation, whose counts say
+/// nothing of the release's, so unless this test is itself built optimised (`cargo test
+/// --release`), the release profile is built here, into a target directory of its own (the
+/// outer cargo holds the lock on its own).
+fn release_binary() -> String {
+    if !cfg!(debug_assertions) {
+        return env!("CARGO_BIN_EXE_lastcall").into();
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("instructions-release");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--bin", "lastcall", "--message-format=short", "--target-dir"])
+        .arg(&dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .status()
+        .expect("cargo");
+    assert!(status.success(), "cargo build --release: {status}");
+    // The host's target, as .cargo/host.toml names it, or none.
+    let found = fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("release/lastcall"))
+        .chain([dir.join("release/lastcall")])
+        .filter(|p| p.exists())
+        .max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok());
+    found.expect("the release binary").display().to_string()
+}
+
+/// lastcall in every set-up whose signal path differs (sockets in the loop, a session, its own
+/// group), and the peers.
+fn contenders(scratch: &Path) -> Vec<Contender> {
+    let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let notify = scratch.join("notify.sock").display().to_string();
+    let binary = release_binary();
+    let lastcall = |name: &str, args: &[&str], env: Vec<(String, String)>| Contender {
+        name: name.into(),
+        path: binary.clone(),
+        args: owned(args),
+        env,
+        peer: false,
+    };
+    let mut all = vec![
+        lastcall("lastcall", &["--"], vec![]),
+        lastcall("lastcall --health-listen", &["--health-listen", &format!("127.0.0.1:{port}"), "--"], vec![]),
+        lastcall("lastcall, NOTIFY_SOCKET", &["--"], vec![("NOTIFY_SOCKET".into(), notify)]),
+        lastcall("lastcall --setsid", &["--setsid", "--"], vec![]),
+        lastcall("lastcall -c", &["-c", "--"], vec![]),
+    ];
+    for (name, path, args) in [
+        ("tini", "/usr/bin/tini", &["-s", "--"][..]),
+        ("tini-static", "/usr/bin/tini-static", &["-s", "--"]),
+        ("dumb-init", "/usr/bin/dumb-init", &["--"]),
+        ("catatonit", "/usr/bin/catatonit", &["--"]),
+    ] {
+        assert!(Path::new(path).exists(), "{path} is missing: run scripts/setup-test-machine");
+        all.push(Contender { name: name.into(), path: path.into(), args: owned(args), env: vec![], peer: true });
+    }
+    all
+}
+
+/// benches/fixture.c (the benchmark's child), built static once.
+fn fixture() -> PathBuf {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("instructions-fixture-{}", std::process::id()));
+    let src = format!("{}/benches/fixture.c", env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("cc").args(["-static", "-O2", "-o"]).arg(&out).arg(&src).status().expect("cc");
+    assert!(status.success(), "building {src} needs gcc and a static libc (libc6-dev)");
+    out
+}
+
+/// Kills the process (valgrind, or unshare) if the test fails before it ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// callgrind's instruction total for `c` around `fixture mode`, as PID 1 of a new PID namespace
+/// if `pid1`; `drive` runs it to the end.
+fn callgrind_total(c: &Contender, fixture: &Path, scratch: &Path, mode: &[&str], pid1: bool, drive: impl FnOnce(&mut Child)) -> f64 {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let out = scratch.join(format!("callgrind.{}", N.fetch_add(1, Ordering::SeqCst)));
+    let mut command = if pid1 {
+        let mut command = Command::new("unshare");
+        command.args(["--pid", "--fork", "--kill-child", "--mount-proc", "--", "valgrind"]);
+        command
+    } else {
+        Command::new("valgrind")
+    };
+    command.arg("--tool=callgrind").arg(format!("--callgrind-out-file={}", out.display()));
+    command.arg(&c.path).args(&c.args).arg(fixture).args(mode).envs(c.env.iter().map(|(k, v)| (k, v)));
+    let mut child = Reaped(command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("valgrind"));
+    drive(&mut child.0);
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{}: {status}", c.name);
+    let text = fs::read_to_string(&out).unwrap_or_else(|e| panic!("{}: no callgrind output ({e})", c.name));
+    text.lines().find_map(|l| l.strip_prefix("summary: ")).and_then(|s| s.trim().parse().ok()).expect("callgrind's summary")
+}
+
+fn per_signal(c: &Contender, fixture: &Path, scratch: &Path) -> f64 {
+    let total = |count: usize| {
+        callgrind_total(c, fixture, scratch, &["record"], false, |child| {
+            let pid = child.id() as i32;
+            let mut stdout = child.stdout.take().unwrap();
+            let mut buf = [0u8; 8];
+            stdout.read_exact(&mut buf[..1]).expect("the fixture's start");
+            for _ in 0..count {
+                common::kill(pid, libc::SIGUSR1);
+                // The child's handler wrote its time: the signal went through.
+                stdout.read_exact(&mut buf).expect("a forwarded signal");
+            }
+            common::kill(pid, libc::SIGTERM);
+            // The child's last word (0, at TERM), read so that it does not die of SIGPIPE.
+            stdout.read_exact(&mut buf).expect("the TERM marker");
+        })
+    };
+    (total(SIGNALS) - total(0)) / SIGNALS as f64
+}
+
+/// The orphans come 2 ms apart, so that each SIGCHLD stands for one exit however slowly the
+/// init runs under valgrind.
+fn per_orphan(c: &Contender, fixture: &Path, scratch: &Path) -> f64 {
+    let total = |count: usize| callgrind_total(c, fixture, scratch, &["orphans", &count.to_string(), "2000"], true, |_| {});
+    (total(ORPHANS + 1) - total(1)) / ORPHANS as f64
+}
+
+#[test]
+fn lastcall_runs_fewer_instructions_per_signal_and_per_orphan_than_any_peer() {
+    let scratch = common::scratch("instructions");
+    // The notify set-up's service manager: a socket nobody reads (lastcall writes to it only at
+    // shutdown).
+    let _manager = std::os::unix::net::UnixDatagram::bind(scratch.join("notify.sock")).unwrap();
+    let fixture = fixture();
+    let all = contenders(&scratch);
+    // Two at a time (the machine's cores); the counts do not depend on how many run at once.
+    let results: Vec<(f64, f64)> = std::thread::scope(|s| {
+        let chunks: Vec<_> = all.chunks(all.len().div_ceil(2)).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| s.spawn(|| chunk.iter().map(|c| (per_signal(c, &fixture, &scratch), per_orphan(c, &fixture, &scratch))).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let _ = fs::remove_file(&fixture);
+    let best = |pick: fn(&(f64, f64)) -> f64| {
+        all.iter().zip(&results).filter(|(c, _)| c.peer).map(|(c, r)| (pick(r), c.name.as_str())).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap()
+    };
+    let (best_signal, best_orphan) = (best(|r| r.0), best(|r| r.1));
+    eprintln!("| contender | instructions per forwarded signal | per reaped orphan |\n|---|---|---|");
+    for (c, (signal, orphan)) in all.iter().zip(&results) {
+        eprintln!("| {} | {signal:.1} | {orphan:.1} |", c.name);
+    }
+    let mut worse = Vec::new();
+    for (c, &(signal, orphan)) in all.iter().zip(&results).filter(|(c, _)| !c.peer) {
+        if signal > best_signal.0 {
+            worse.push(format!("{}: {signal:.1} instructions per signal, {} {:.1}", c.name, best_signal.1, best_signal.0));
+        }
+        if orphan > best_orphan.0 {
+            worse.push(format!("{}: {orphan:.1} instructions per orphan, {} {:.1}", c.name, best_orphan.1, best_orphan.0));
+        }
+    }
+    let _ = fs::remove_dir_all(&scratch);
+    assert!(worse.is_empty(), "more work than the best peer:\n{}", worse.join("\n"));
+}

@@ -1,0 +1,411 @@
+//! Every code block in README.md and docs/*.md works as written. The blocks are read out of the
+//! Markdown, not copied into this file, so that a block edited in the docs is the block tested.
+//!
+//! What happens to a block is decided by its language and, where that is not enough, by a
+//! marker: an HTML comment (invisible on GitHub) on the line right above the opening fence:
+//!
+//! | marker                                   | what the test does                                          |
+//! |------------------------------------------|-------------------------------------------------------------|
+//! | (none) on `sh`/`bash`/`shell`            | runs it with `bash -euo pipefail` in a scratch copy of the repository; it must exit 0 |
+//! | `<!-- readme-test: serve PORT -->`       | starts it there, waits for 127.0.0.1:PORT to accept, sends SIGTERM to it, and wants lastcall's timeline and a clean exit |
+//! | `<!-- readme-test: fragment -->`         | only checks it parses (`bash -n`, the Dockerfile, YAML, unit syntax) |
+//! | `<!-- readme-test: skip REASON -->`      | checks it parses and prints the reason (a daemon to configure, a system path to install into, minutes of builds) |
+//! | (none) on `dockerfile`, `yaml`, `ini`/`systemd` | parsed: Dockerfile instructions, YAML (and a Compose file, one with `services:`, validated by `docker-compose config`), unit file syntax |
+//!
+//! A block with no language is output or a diagram and is left alone. A marker that names no
+//! known kind, or one not followed by a fence, fails the test.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{descendants, scratch, wait_until};
+
+const MARKER: &str = "<!-- readme-test:";
+/// A run or a served block: the first `cargo build --release` of a scratch copy takes a while on
+/// a loaded machine.
+const LIMIT: Duration = Duration::from_secs(900);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Marker {
+    None,
+    Serve(u16),
+    Fragment,
+    Skip(String),
+}
+
+#[derive(Debug)]
+struct Block {
+    file: String,
+    line: usize,
+    lang: String,
+    marker: Marker,
+    text: String,
+}
+
+impl Block {
+    fn place(&self) -> String {
+        format!("{}:{} ({})", self.file, self.line, self.lang)
+    }
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn documents() -> Vec<PathBuf> {
+    let mut docs = vec![repo().join("README.md")];
+    if let Ok(dir) = fs::read_dir(repo().join("docs")) {
+        let mut more: Vec<PathBuf> = dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "md")).collect();
+        more.sort();
+        docs.extend(more);
+    }
+    docs
+}
+
+fn parse_marker(text: &str) -> Result<Marker, String> {
+    let inner = text.trim().strip_prefix(MARKER).and_then(|t| t.strip_suffix("-->")).ok_or("not a marker")?.trim();
+    let (kind, arg) = inner.split_once(char::is_whitespace).map_or((inner, ""), |(k, a)| (k, a.trim()));
+    match kind {
+        "serve" => arg.parse().map(Marker::Serve).map_err(|_| format!("serve needs a port: {text}")),
+        "fragment" => Ok(Marker::Fragment),
+        "skip" if !arg.is_empty() => Ok(Marker::Skip(arg.to_string())),
+        "skip" => Err(format!("skip needs a reason: {text}")),
+        _ => Err(format!("unknown marker: {text}")),
+    }
+}
+
+/// The fenced blocks of one Markdown file, each with the marker right above it.
+fn blocks_of(path: &Path) -> Vec<Block> {
+    let file = path.strip_prefix(repo()).unwrap_or(path).display().to_string();
+    let text = fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut blocks = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim_start().starts_with(MARKER) {
+            let next = lines.get(i + 1).map_or("", |l| l.trim_start());
+            assert!(next.starts_with("```"), "{file}:{}: a marker must sit right above a fence", i + 1);
+        }
+        let ticks = line.trim_start().bytes().take_while(|&b| b == b'`').count();
+        if ticks < 3 {
+            i += 1;
+            continue;
+        }
+        let info = &line.trim_start()[ticks..];
+        let lang = info.split_whitespace().next().unwrap_or("").to_lowercase();
+        let marker = match i.checked_sub(1).map(|p| lines[p]) {
+            Some(above) if above.trim_start().starts_with(MARKER) => {
+                parse_marker(above).unwrap_or_else(|e| panic!("{file}:{i}: {e}"))
+            }
+            _ => Marker::None,
+        };
+        let start = i + 1;
+        // The closing fence: backticks only, at least as many as the opening one.
+        let closes = |l: &str| l.trim().len() >= ticks && l.trim().bytes().all(|b| b == b'`');
+        let end = (start..lines.len()).find(|&j| closes(lines[j])).unwrap_or_else(|| panic!("{file}:{start}: unclosed fence"));
+        blocks.push(Block { file: file.clone(), line: start, lang, marker, text: lines[start..end].join("\n") + "\n" });
+        i = end + 1;
+    }
+    blocks
+}
+
+fn all_blocks() -> Vec<Block> {
+    documents().iter().flat_map(|d| blocks_of(d)).collect()
+}
+
+#[test]
+fn markers_are_read() {
+    assert_eq!(parse_marker("<!-- readme-test: serve 8080 -->"), Ok(Marker::Serve(8080)));
+    assert_eq!(parse_marker("<!-- readme-test: fragment -->"), Ok(Marker::Fragment));
+    assert_eq!(parse_marker("<!-- readme-test: skip needs dockerd -->"), Ok(Marker::Skip("needs dockerd".into())));
+    for bad in ["<!-- readme-test: skip -->", "<!-- readme-test: serve x -->", "<!-- readme-test: runn -->", "<!-- readme-test: fragment"] {
+        assert!(parse_marker(bad).is_err(), "{bad}");
+    }
+    let dir = scratch("readme-markers");
+    let md = dir.join("x.md");
+    fs::write(&md, "text\n<!-- readme-test: fragment -->\n```Dockerfile\nFROM x\n```\n\n```sh\necho hi\n```\n````\n```\n````\n").unwrap();
+    let blocks = blocks_of(&md);
+    assert_eq!(blocks.len(), 3, "{blocks:?}");
+    assert_eq!((blocks[0].lang.as_str(), &blocks[0].marker, blocks[0].text.as_str()), ("dockerfile", &Marker::Fragment, "FROM x\n"));
+    assert_eq!((blocks[1].lang.as_str(), &blocks[1].marker), ("sh", &Marker::None));
+    assert_eq!(blocks[2].text, "```\n", "a longer fence holds a shorter one");
+}
+
+const DOCKERFILE_INSTRUCTIONS: &[&str] = &[
+    "FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER", "WORKDIR", "ARG",
+    "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL", "MAINTAINER",
+];
+
+/// Each instruction (continuation lines joined) is one Docker knows, with arguments; JSON-form
+/// arguments are JSON arrays of strings.
+fn check_dockerfile(text: &str) -> Result<(), String> {
+    let mut logical = String::new();
+    let mut instructions = 0;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if logical.is_empty() && (trimmed.is_empty() || trimmed.starts_with('#')) {
+            continue;
+        }
+        if let Some(body) = trimmed.strip_suffix('\\') {
+            logical.push_str(body);
+            logical.push(' ');
+            continue;
+        }
+        logical.push_str(trimmed);
+        let (word, args) = logical.split_once(char::is_whitespace).unwrap_or((&logical, ""));
+        if !DOCKERFILE_INSTRUCTIONS.contains(&word.to_uppercase().as_str()) {
+            return Err(format!("unknown instruction '{word}'"));
+        }
+        if args.trim().is_empty() {
+            return Err(format!("{word} without arguments"));
+        }
+        let args = args.trim();
+        let json_form = ["CMD", "ENTRYPOINT", "RUN", "SHELL"].contains(&word.to_uppercase().as_str()) || word.eq_ignore_ascii_case("HEALTHCHECK");
+        if json_form && args.contains('[') {
+            let array = &args[args.find('[').unwrap()..];
+            check_json_strings(array).map_err(|e| format!("{word}: {e}: {array}"))?;
+        }
+        instructions += 1;
+        logical.clear();
+    }
+    if !logical.is_empty() {
+        return Err("a continuation with nothing after it".into());
+    }
+    if instructions == 0 {
+        return Err("no instruction".into());
+    }
+    Ok(())
+}
+
+/// `["a", "b"]`: a JSON array of plain strings (the exec form).
+fn check_json_strings(text: &str) -> Result<(), String> {
+    let out = Command::new("python3")
+        .args(["-c", "import json,sys; v=json.loads(sys.argv[1]); assert isinstance(v, list) and all(isinstance(s, str) for s in v)", text])
+        .output()
+        .map_err(|e| e.to_string())?;
+    out.status.success().then_some(()).ok_or_else(|| "not a JSON array of strings".into())
+}
+
+/// systemd's unit syntax: sections, `Key=Value`, comments, backslash continuations.
+fn check_unit(text: &str) -> Result<(), String> {
+    let mut section = None;
+    let mut continued = false;
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        let was_continued = std::mem::replace(&mut continued, trimmed.ends_with('\\'));
+        if was_continued || trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            section = Some(name.to_string());
+            continue;
+        }
+        let (key, _) = trimmed.split_once('=').ok_or_else(|| format!("line {}: not Key=Value: {trimmed}", n + 1))?;
+        if section.is_none() {
+            return Err(format!("line {}: {key} before any [Section]", n + 1));
+        }
+        if key.is_empty() || !key.trim().chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(format!("line {}: bad key '{key}'", n + 1));
+        }
+    }
+    if section.is_none() {
+        return Err("no [Section]".into());
+    }
+    Ok(())
+}
+
+fn check_yaml(text: &str, dir: &Path, fragment: bool) -> Result<(), String> {
+    let file = dir.join("block.yaml");
+    fs::write(&file, text).unwrap();
+    // Debian's python3, whose python3-yaml comes with docker-compose (scripts/setup-test-machine).
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", "import sys, yaml; list(yaml.safe_load_all(open(sys.argv[1])))"])
+        .arg(&file)
+        .output()
+        .map_err(|e| format!("/usr/bin/python3: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    // A whole Compose file is validated against Compose's own schema.
+    if !fragment && text.lines().any(|l| l.starts_with("services:")) {
+        let out = Command::new("docker-compose").arg("-f").arg(&file).args(["config", "-q"]).output().map_err(|e| format!("docker-compose: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("docker-compose config: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+    }
+    Ok(())
+}
+
+fn check_shell_syntax(text: &str) -> Result<(), String> {
+    let out = Command::new("bash").args(["-n", "-c", text]).output().map_err(|e| e.to_string())?;
+    out.status.success().then_some(()).ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn is_shell(lang: &str) -> bool {
+    matches!(lang, "sh" | "bash" | "shell" | "console")
+}
+
+/// Whether the block parses as its language says.
+fn check_parses(block: &Block, dir: &Path) -> Result<(), String> {
+    let fragment = block.marker != Marker::None;
+    match block.lang.as_str() {
+        l if is_shell(l) => check_shell_syntax(&block.text),
+        "dockerfile" | "docker" => check_dockerfile(&block.text),
+        "yaml" | "yml" => check_yaml(&block.text, dir, fragment),
+        "ini" | "systemd" => check_unit(&block.text),
+        _ => Ok(()),
+    }
+}
+
+#[test]
+fn every_block_parses() {
+    let dir = scratch("readme-parse");
+    let blocks = all_blocks();
+    assert!(!blocks.is_empty());
+    let failed: Vec<String> =
+        blocks.iter().filter_map(|b| check_parses(b, &dir).err().map(|e| format!("{}: {e}\n{}", b.place(), b.text))).collect();
+    assert!(failed.is_empty(), "blocks that do not parse:\n{}", failed.join("\n"));
+    for b in &blocks {
+        if let Marker::Skip(reason) = &b.marker {
+            eprintln!("{}: not run: {reason}", b.place());
+        }
+    }
+}
+
+#[test]
+fn unit_and_dockerfile_checks_can_fail() {
+    assert!(check_unit("[Service]\nExecStart=/x \\\n  --y\n").is_ok());
+    assert!(check_unit("ExecStart=/x\n").is_err());
+    assert!(check_unit("[Service]\nnonsense\n").is_err());
+    assert!(check_dockerfile("FROM x\nRUN a \\\n  b\nCMD [\"a\", \"b\"]\n").is_ok());
+    assert!(check_dockerfile("FORM x\n").is_err());
+    assert!(check_dockerfile("CMD [\"a\", b]\n").is_err());
+    assert!(check_dockerfile("RUN a \\\n").is_err());
+    let dir = scratch("readme-yaml");
+    assert!(check_yaml("services:\n  app:\n    image: x\n    init: true\n", &dir, false).is_ok());
+    assert!(check_yaml("services:\n  app:\n    image: x\n    init: maybe\n", &dir, false).is_err());
+    assert!(check_yaml("a: [\n", &dir, true).is_err());
+}
+
+/// A copy of the repository's tracked files, with this checkout's .cargo/host.toml and a
+/// `target` that lasts across runs (the blocks build in it).
+fn repo_copy() -> PathBuf {
+    let dir = scratch("readme-run");
+    let files = Command::new("git").args(["ls-files", "-z"]).current_dir(repo()).output().unwrap();
+    assert!(files.status.success(), "git ls-files");
+    for name in files.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = String::from_utf8_lossy(name).into_owned();
+        let from = repo().join(&name);
+        if !from.is_file() {
+            continue;
+        }
+        let to = dir.join(&name);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(&from, &to).unwrap();
+    }
+    let host = repo().join(".cargo/host.toml");
+    if host.exists() {
+        fs::copy(&host, dir.join(".cargo/host.toml")).unwrap();
+    }
+    let target = repo().join("target/readme-blocks");
+    fs::create_dir_all(&target).unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("target")).unwrap();
+    dir
+}
+
+/// A block started in its own process group, killed with everything it started when dropped.
+struct Started(std::process::Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let pid = self.0.id() as i32;
+        for p in descendants(pid) {
+            // SAFETY: kill takes plain integers.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(block: &Block, dir: &Path, log: &Path) -> Started {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("bash");
+    cmd.args(["-euo", "pipefail", "-c", &block.text])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(log).unwrap())
+        .stderr(fs::File::create(log.with_extension("err")).unwrap())
+        .process_group(0);
+    Started(cmd.spawn().unwrap())
+}
+
+fn output_of(log: &Path) -> String {
+    format!("{}{}", fs::read_to_string(log).unwrap_or_default(), fs::read_to_string(log.with_extension("err")).unwrap_or_default())
+}
+
+/// Runs every shell block that is not marked otherwise, and serves the served ones.
+#[test]
+fn every_shell_block_runs() {
+    let blocks: Vec<Block> = all_blocks().into_iter().filter(|b| is_shell(&b.lang) && matches!(b.marker, Marker::None | Marker::Serve(_))).collect();
+    if blocks.is_empty() {
+        return;
+    }
+    let dir = repo_copy();
+    let mut failed = Vec::new();
+    for (n, block) in blocks.iter().enumerate() {
+        let log = dir.join(format!("block-{n}.log"));
+        let mut started = start(block, &dir, &log);
+        let result = match block.marker {
+            Marker::Serve(port) => serve(&mut started, port, &log),
+            _ => {
+                let status = wait_until(LIMIT, &block.place(), || started.0.try_wait().unwrap());
+                status.success().then_some(()).ok_or_else(|| format!("exited {status}"))
+            }
+        };
+        if let Err(e) = result {
+            failed.push(format!("{}: {e}\n--- block:\n{}--- output:\n{}", block.place(), block.text, output_of(&log)));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Waits for the port, then stops the block as a user would (SIGTERM to lastcall) and checks
+/// that lastcall's timeline ran and everything ended.
+fn serve(started: &mut Started, port: u16, log: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        if let Some(status) = started.0.try_wait().unwrap() {
+            return Err(format!("exited {status} before 127.0.0.1:{port} answered"));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("127.0.0.1:{port} never answered"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The block's lastcall: the descendant whose program is lastcall.
+    let pid = started.0.id() as i32;
+    let lastcall = std::iter::once(pid)
+        .chain(descendants(pid))
+        .find(|p| fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "lastcall"))
+        .ok_or("no lastcall process in the block")?;
+    common::kill(lastcall, libc::SIGTERM);
+    let status = wait_until(Duration::from_secs(60), "the served block to end", || started.0.try_wait().unwrap());
+    let out = output_of(log);
+    if !out.contains("received SIGTERM") || !(out.contains("child exited with status") || out.contains("child killed by")) {
+        return Err(format!("no shutdown timeline (exit {status})"));
+    }
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(0), _) | (_, Some(libc::SIGTERM)) => Ok(()),
+        _ => Err(format!("exited {status}")),
+    }
+}
