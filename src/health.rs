@@ -10,19 +10,26 @@
 //! `ACCEPT_BATCH` connections are accepted per wake-up, so that the requests of those already
 //! accepted are read before a flood behind them could push them out.
 //!
+//! No poll: each socket has the kernel raise lastcall's socket signal when it becomes readable
+//! (`sys::signal_when_readable`), and the signal names the fd (`mark_readable`), so a pass reads
+//! only the connections that have something to read. A new connection is read at once, since
+//! what reached it before then raised nothing; most (a probe's request, a client that hung up)
+//! are done with there and never need the signal.
+//!
 //! May import: machine, metrics, sys.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use log::debug;
 
 use crate::machine::later;
 use crate::metrics::Snapshot;
-use crate::sys;
-use nix::poll::PollFlags;
+use crate::sys::{self, Readable};
+use nix::sys::socket::{accept4, listen, Backlog, SockFlag};
+use nix::unistd::Pid;
 
 pub const MAX_CONNECTIONS: usize = 64;
 pub const MAX_REQUEST: usize = 4096;
@@ -30,6 +37,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct Health {
     listener: TcpListener,
+    /// Who the kernel signals when a connection is readable: lastcall.
+    owner: Pid,
     conns: Vec<Conn>,
     /// How many connections may be open at once: `MAX_CONNECTIONS`, or fewer when the fd limit
     /// leaves fewer (`fit_fd_limit`), so that room is made before accept() runs out of fds.
@@ -42,7 +51,7 @@ pub struct Health {
 }
 
 /// How many connections one wake-up accepts; the listener stays readable for the rest.
-const ACCEPT_BATCH: usize = 16;
+const ACCEPT_BATCH: usize = 64;
 
 /// How long accepting pauses after accept() fails.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -51,6 +60,9 @@ struct Conn {
     stream: TcpStream,
     request: Vec<u8>,
     deadline: Instant,
+    /// The kernel said it is readable (or a held request waits for its answer) since the last
+    /// read.
+    readable: bool,
 }
 
 /// What the endpoint reports.
@@ -60,11 +72,31 @@ pub struct Status {
 }
 
 impl Health {
-    pub fn bind(addr: SocketAddr) -> io::Result<Health> {
+    /// Listens on `addr`; the kernel is to signal `owner` when a socket is readable.
+    pub fn bind(addr: SocketAddr, owner: Pid) -> io::Result<Health> {
         // std's sockets are close-on-exec, so the child never inherits them.
         let listener = TcpListener::bind(addr)?;
+        // The longest queue the kernel allows (-1: somaxconn) rather than std's 128: a connection
+        // finding the queue full has its SYN dropped, and its client retries only a second later,
+        // then three. A flood that keeps the queue full would keep a probe out.
+        listen(&listener, Backlog::MAXALLOWABLE)?;
         listener.set_nonblocking(true)?;
-        Ok(Health { listener, conns: Vec::new(), budget: MAX_CONNECTIONS, accept_paused_until: None, evicted: 0 })
+        Ok(Health { listener, owner, conns: Vec::new(), budget: MAX_CONNECTIONS, accept_paused_until: None, evicted: 0 })
+    }
+
+    /// The listener, whose readiness the kernel is to signal.
+    pub fn listener_fd(&self) -> BorrowedFd<'_> {
+        self.listener.as_fd()
+    }
+
+    /// What a socket signal said is readable: one connection, or (the listener's fd, or any
+    /// when the kernel lost track) all of them. A pass (`service`) reads those.
+    pub fn mark_readable(&mut self, which: Readable) {
+        for conn in &mut self.conns {
+            if which == Readable::Any || which == Readable::Fd(conn.stream.as_raw_fd()) {
+                conn.readable = true;
+            }
+        }
     }
 
     /// Fits the connection budget to the fds left under the limit (`free`, once lastcall holds
@@ -75,28 +107,27 @@ impl Health {
         self.budget
     }
 
-    /// The sockets to poll, and for what: the listener first (for nothing while accepting is
-    /// paused), then each connection.
-    pub fn fds(&self) -> impl Iterator<Item = (BorrowedFd<'_>, PollFlags)> {
-        let listen = if self.accept_paused_until.is_some() { PollFlags::empty() } else { PollFlags::POLLIN };
-        std::iter::once((self.listener.as_fd(), listen))
-            .chain(self.conns.iter().map(|c| (c.stream.as_fd(), PollFlags::POLLIN)))
-    }
-
     pub fn next_deadline(&self) -> Option<Instant> {
         self.conns.iter().map(|c| c.deadline).chain(self.accept_paused_until).min()
     }
 
-    /// Serves what is readable (`readable[i]` for the i-th fd of `fds()`), drops timed-out
-    /// connections, and accepts new ones. True when the accept batch ran out: more may wait.
-    pub fn service(&mut self, readable: &[bool], status: Status, metrics: &Snapshot<'_>, now: Instant) -> bool {
-        let listener_ready = readable.first().copied().unwrap_or(false);
+    /// Serves the connections marked readable, drops timed-out ones, and accepts new ones.
+    /// True when there is more to do at once: the accept batch ran out, or a request is held.
+    pub fn service(&mut self, status: Status, metrics: &Snapshot<'_>, now: Instant) -> bool {
         // Backwards, so that remove only moves connections already dealt with; it keeps the
         // rest in the order they came, oldest first.
         let mut held = false;
         for i in (0..self.conns.len()).rev() {
-            let was_readable = readable.get(i + 1).copied().unwrap_or(false);
-            if (was_readable && self.conns[i].read_and_answer(status, metrics, &mut held)) || now >= self.conns[i].deadline {
+            let conn = &mut self.conns[i];
+            let done = conn.readable && {
+                let mut this_held = false;
+                let done = conn.read_and_answer(status, metrics, &mut this_held);
+                // A held request was read whole: nothing will signal it again.
+                conn.readable = this_held;
+                held |= this_held;
+                done
+            };
+            if done || now >= self.conns[i].deadline {
                 self.conns.remove(i);
             }
         }
@@ -107,21 +138,44 @@ impl Health {
         if self.accept_paused_until.is_some_and(|until| now >= until) {
             self.accept_paused_until = None;
         }
-        listener_ready && self.accept_paused_until.is_none() && self.accept(status, metrics, now)
+        // The listener is tried on every pass: one accept() that finds nothing is cheaper than
+        // telling its signal from the connections'.
+        self.accept_paused_until.is_none() && self.accept(status, metrics, now)
     }
 
-    /// Accepts up to `ACCEPT_BATCH` connections; true when it took that many.
+    /// Accepts up to `ACCEPT_BATCH` connections and reads each at once; true when it took that
+    /// many.
     fn accept(&mut self, status: Status, metrics: &Snapshot<'_>, now: Instant) -> bool {
         for _ in 0..ACCEPT_BATCH {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if stream.set_nonblocking(true).is_err() {
+            match accept4(&self.listener, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC).map_err(io::Error::from) {
+                Ok(fd) => {
+                    let mut conn = Conn { stream: TcpStream::from(fd), request: Vec::new(), deadline: later(now, TIMEOUT), readable: false };
+                    let mut held = false;
+                    // Most connections are done with here: a probe's request is already in,
+                    // or a churning client has hung up. Only one still to send needs the
+                    // kernel's signal, and one more read after asking for it, for what came
+                    // in between.
+                    if conn.read_and_answer(status, metrics, &mut held) {
                         continue;
                     }
+                    if !held {
+                        if let Err(e) = sys::signal_when_readable(conn.stream.as_fd(), self.owner) {
+                            debug!("health: cannot have the kernel signal a readable connection: {e}");
+                            continue;
+                        }
+                        if conn.read_and_answer(status, metrics, &mut held) {
+                            continue;
+                        }
+                    }
+                    conn.readable = held;
                     if self.conns.len() >= self.budget.max(1) {
                         self.make_room(status, metrics);
                     }
-                    self.conns.push(Conn { stream, request: Vec::new(), deadline: later(now, TIMEOUT) });
+                    self.conns.push(conn);
+                    if held {
+                        // Back once the pending signal is handled.
+                        return true;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
@@ -299,7 +353,8 @@ mod tests {
     fn a_request_that_comes_after_a_pending_term_is_not_told_ready() {
         use nix::sys::signal::{pthread_sigmask, raise, SigSet, SigmaskHow, Signal};
         use std::io::Read as _;
-        let mut health = Health::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        // Owner 0: the kernel signals nobody, since this test's other threads would die of it.
+        let mut health = Health::bind("127.0.0.1:0".parse().unwrap(), Pid::from_raw(0)).unwrap();
         let addr = health.listener.local_addr().unwrap();
         let term = SigSet::from(Signal::SIGTERM);
         // This test's thread only: TERM stays pending here, as in lastcall's loop.
@@ -307,7 +362,6 @@ mod tests {
         raise(Signal::SIGTERM).unwrap();
         let mut client = TcpStream::connect(addr).unwrap();
         client.write_all(b"GET /ready HTTP/1.1\r\n\r\n").unwrap();
-        let every = [true; 1 + MAX_CONNECTIONS];
         let counters = crate::metrics::Counters::default();
         let metrics = Snapshot {
             counters: &counters,
@@ -325,14 +379,14 @@ mod tests {
         let start = Instant::now();
         // Until the connection is accepted and its request read: held, not answered.
         while health.conns.is_empty() && start.elapsed() < TIMEOUT {
-            health.service(&every, READY, &metrics, Instant::now());
+            health.service(READY, &metrics, Instant::now());
         }
-        assert!(health.service(&every, READY, &metrics, Instant::now()), "a held request asks for another pass");
+        assert!(health.service(READY, &metrics, Instant::now()), "a held request asks for another pass");
         assert_eq!(health.conns.len(), 1, "answered while TERM was pending");
         // The loop takes the TERM and goes unready; the next pass answers.
         assert_eq!(term.wait().unwrap(), Signal::SIGTERM);
         pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&term), None).unwrap();
-        health.service(&every, DRAINING, &metrics, Instant::now());
+        health.service(DRAINING, &metrics, Instant::now());
         assert!(health.conns.is_empty());
         let mut response = String::new();
         client.read_to_string(&mut response).unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use log::{debug, error, info, warn};
 use nix::unistd::Pid;
 
-use crate::health::{self, Health};
+use crate::health;
 use crate::logging;
 use crate::machine::{self, Action, Event, Note, Phase};
 use crate::metrics::{self, Snapshot};
@@ -30,7 +30,12 @@ impl Supervisor {
         let sockets = self.notify.is_some() || self.health.is_some();
         // `more`: a pass over the sockets stopped at its batch, so the next wait does not sleep,
         // and what is left is served once signals and deadlines have been looked at.
-        let (mut health_deadline, mut more) = if sockets { self.watch_sockets(Instant::now()) } else { (None, false) };
+        let (mut health_deadline, mut more) = if sockets {
+            self.signal_when_readable();
+            self.watch_sockets(Instant::now())
+        } else {
+            (None, false)
+        };
         loop {
             let woken = match earliest(self.state.deadline(), health_deadline) {
                 // Nothing due and no pass over the sockets left to finish, so no clock: the hot
@@ -66,7 +71,10 @@ impl Supervisor {
                 }
             };
             match woken {
-                Woken::Sockets => {
+                Woken::Sockets(readable) => {
+                    if let Some(h) = &mut self.health {
+                        h.mark_readable(readable);
+                    }
                     if let Some(code) = self.drain_socket_signals() {
                         return code;
                     }
@@ -114,7 +122,9 @@ impl Supervisor {
                         return self.on_child_exit(Some(main)).map_or(Woken::Again, Woken::Exit);
                     }
                 }
-                _ if sockets && sys::is_readiness(sig, code) => return Woken::Sockets,
+                // Which socket is not asked here, off the signals' path: with no connection
+                // open (else the loop would have a deadline and not be here), any is cheap.
+                _ if sockets && sys::is_readiness(sig, code) => return Woken::Sockets(sys::Readable::Any),
                 _ => return Woken::Signal(sig, sender),
             }
         }
@@ -159,63 +169,40 @@ impl Supervisor {
         }
     }
 
-    /// Serves the sockets: relays what the notify socket holds, answers and times out health
-    /// connections, accepts new ones, and has the kernel signal lastcall for each new socket. What
-    /// reached a new socket before that raised nothing, so the sockets are served again then
-    /// (a few rounds at most: a connection flood must not keep signals waiting; anything left
-    /// is read at the connection's deadline). Returns the health endpoint's next deadline.
-    /// Each pass is bounded (`notify::BATCH` messages, `health::ACCEPT_BATCH` connections, one
-    /// read of each open one); the second value says a batch ran out and there may be more.
+    /// Serves the sockets: relays what the notify socket holds, and answers, times out and
+    /// accepts health connections (`Health::service`). Returns the health endpoint's next
+    /// deadline. Each pass is bounded (`notify::BATCH` messages, `health::ACCEPT_BATCH`
+    /// connections, one read of each connection the kernel said is readable); the second value
+    /// says a batch ran out and there may be more.
     #[cold]
     fn watch_sockets(&mut self, now: Instant) -> (Option<Instant>, bool) {
-        // Every socket is tried (which one raised the signal does not matter), and each read
-        // stops at EAGAIN.
-        const EVERY: [bool; 1 + health::MAX_CONNECTIONS] = [true; 1 + health::MAX_CONNECTIONS];
         let mut more = false;
-        for _round in 0..3 {
-            let mut new = false;
-            if let Some(n) = &mut self.notify {
-                more |= n.relay();
-            }
-            if let Some(n) = &self.notify {
-                new |= self.signal_when_readable(n.fd());
-            }
-            let Some(h) = &mut self.health else {
-                if !new {
-                    return (None, more);
-                }
-                continue;
-            };
-            let (code, signal) = match self.main_status {
-                Some(Status::Exited(code)) => (Some(code), None),
-                Some(Status::Signaled(sig, _)) => (Some(128 + sig.0), Some(sig.0)),
-                None => (None, None),
-            };
-            let metrics = Snapshot {
-                counters: &self.counters,
-                version: env!("CARGO_PKG_VERSION"),
-                personality: self.personality,
-                phase: self.state.phase.name(),
-                shutdown: self.shutdown_at.map(|t| now.saturating_duration_since(t)),
-                exit_code: code,
-                exit_signal: signal,
-                notify_relayed: self.notify.as_ref().map_or(0, |n| n.relayed_total),
-                notify_refused: self.notify.as_ref().map_or(0, |n| n.refused_total),
-                health_evicted: h.evicted,
-                log_lines_dropped: logging::lines_dropped(),
-            };
-            more |= h.service(&EVERY, health::Status { ready: self.ready }, &metrics, now);
-            for (fd, _) in h.fds() {
-                match sys::signal_when_readable(fd, self.me) {
-                    Ok(added) => new |= added,
-                    Err(e) => debug!("health: cannot have the kernel signal a readable socket: {e}"),
-                }
-            }
-            if !new {
-                break;
-            }
+        if let Some(n) = &mut self.notify {
+            more |= n.relay();
         }
-        (self.health.as_ref().and_then(Health::next_deadline), more)
+        let Some(h) = &mut self.health else {
+            return (None, more);
+        };
+        let (code, signal) = match self.main_status {
+            Some(Status::Exited(code)) => (Some(code), None),
+            Some(Status::Signaled(sig, _)) => (Some(128 + sig.0), Some(sig.0)),
+            None => (None, None),
+        };
+        let metrics = Snapshot {
+            counters: &self.counters,
+            version: env!("CARGO_PKG_VERSION"),
+            personality: self.personality,
+            phase: self.state.phase.name(),
+            shutdown: self.shutdown_at.map(|t| now.saturating_duration_since(t)),
+            exit_code: code,
+            exit_signal: signal,
+            notify_relayed: self.notify.as_ref().map_or(0, |n| n.relayed_total),
+            notify_refused: self.notify.as_ref().map_or(0, |n| n.refused_total),
+            health_evicted: h.evicted,
+            log_lines_dropped: logging::lines_dropped(),
+        };
+        more |= h.service(health::Status { ready: self.ready }, &metrics, now);
+        (h.next_deadline(), more)
     }
 
     /// Takes the socket signals that queued up since the last pass, before the next one, which
@@ -228,8 +215,12 @@ impl Supervisor {
         // The queue holds at most RLIMIT_SIGPENDING; a bound all the same.
         for _ in 0..4096 {
             match sys::wait_for_signal_until(&self.socket_signals, Some(Duration::ZERO)) {
-                Ok(Some((_, _, true))) => {}
-                Ok(Some((sig, sender, false))) => {
+                Ok(Some((_, _, Some(readable)))) => {
+                    if let Some(h) = &mut self.health {
+                        h.mark_readable(readable);
+                    }
+                }
+                Ok(Some((sig, sender, None))) => {
                     if let Some(code) = self.on_signal_out_of_line(sig, sender) {
                         return Some(code);
                     }
@@ -240,11 +231,18 @@ impl Supervisor {
         None
     }
 
-    fn signal_when_readable(&self, fd: std::os::fd::BorrowedFd<'_>) -> bool {
-        sys::signal_when_readable(fd, self.me).unwrap_or_else(|e| {
-            warn!("cannot have the kernel signal a readable socket: {e}");
-            false
-        })
+    /// Has the kernel signal lastcall when the notify socket or the health listener is
+    /// readable, once, before the first pass reads what came before. (Each health connection
+    /// asks for itself: `Health::service`.)
+    #[cold]
+    fn signal_when_readable(&self) {
+        let notify = self.notify.as_ref().map(|n| n.fd());
+        let listener = self.health.as_ref().map(|h| h.listener_fd());
+        for fd in notify.into_iter().chain(listener) {
+            if let Err(e) = sys::signal_when_readable(fd, self.me) {
+                warn!("cannot have the kernel signal a readable socket: {e}");
+            }
+        }
     }
 
     /// Acts on one signal; `Some(code)` when it is time to exit.

@@ -99,7 +99,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         None => None,
     };
     let health = match config.health_listen {
-        Some(addr) => Some(Health::bind(addr).map_err(|source| Error::Setup {
+        Some(addr) => Some(Health::bind(addr, Pid::this()).map_err(|source| Error::Setup {
             what: format!("cannot listen on {addr} for health checks"),
             source,
         })?),
@@ -280,8 +280,8 @@ fn pause(handled: &SigSet) -> i32 {
 enum Woken {
     /// A signal for lastcall to act on, and its sender.
     Signal(Sig, libc::pid_t),
-    /// The kernel's word that a socket of lastcall's is readable.
-    Sockets,
+    /// The kernel's word that a socket of lastcall's is readable, and which.
+    Sockets(sys::Readable),
     /// The wait's own work (`Supervisor::wait_idle`) ended with lastcall's exit code.
     Exit(i32),
     /// Nothing to act on (a timeout), or nothing more: the deadlines may have changed.
@@ -293,9 +293,9 @@ impl Woken {
     /// `sockets`: whether lastcall has any; without, a signal that says a socket is readable is
     /// someone's (an fd the app set up to signal lastcall's pid) and is acted on as any other.
     #[inline(always)]
-    fn from(taken: nix::Result<Option<(Sig, libc::pid_t, bool)>>, sockets: bool) -> Woken {
+    fn from(taken: nix::Result<Option<(Sig, libc::pid_t, Option<sys::Readable>)>>, sockets: bool) -> Woken {
         match taken {
-            Ok(Some((_, _, true))) if sockets => Woken::Sockets,
+            Ok(Some((_, _, Some(readable)))) if sockets => Woken::Sockets(readable),
             Ok(Some((sig, sender, _))) => Woken::Signal(sig, sender),
             Ok(None) => Woken::Again,
             Err(e) => Woken::Failed(e),
