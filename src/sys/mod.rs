@@ -1,0 +1,284 @@
+//! The few calls that need `unsafe`: nix's safe wrappers take its `Signal` enum, which has no
+//! real-time signals, and have no sigwaitinfo; musl's signal-set functions leave out 32-34;
+//! the child runs in lastcall's memory until exec; and the sockets are set to raise a signal
+//! (fcntl); and the ELF note that marks a binary as lastcall is placed in its own section. Calls
+//! go through libc's wrappers, whose types follow each target's kernel ABI, except the four on
+//! the hot paths (`direct`): no kernel struct is laid out here.
+//!
+//! Owns all of lastcall's `unsafe` code, by concern: `signal` (sets, the mask, dispositions,
+//! waiting for and sending signals), `spawn` (the vfork-style child, up to its exec), and here
+//! the direct system call, the ELF note, fds, sockets, ids and processes.
+//!
+//! May import: signals.
+#![allow(unsafe_code)]
+
+mod signal;
+mod spawn;
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::unistd::Pid;
+
+use crate::signals::Sig;
+
+pub use self::signal::{
+    block_handled, default_standard_dispositions, die_by_signal, handled_set, inherited_mask, is_readiness, kill, next_signal,
+    pidfd_send_signal, set_signal_mask, signal_members, signal_set, socket_signal, take_dispositions, take_signal,
+    termination_pending, wait_for_signal, wait_for_signal_until, Readable,
+};
+pub use self::spawn::{spawn, ChildExitCodes, Detach, ExecPlan, Ids, StartFailure, PID_VARIABLES};
+
+/// A system call made directly, for the hot paths: a signal's wait (rt_sigtimedwait) and
+/// forward (kill, pidfd_send_signal), an orphan's reap (wait4). musl's wrappers for these are cancellation points
+/// (sigtimedwait, waitpid) or go through errno (all three): 52 of the 109 instructions a
+/// forwarded signal cost, against about 10 here (docs/benchmark.md). `libc::syscall` is no way
+/// round: it is variadic, 30 instructions a call. The `syscalls` crate holds the instruction
+/// sequence of each architecture (upstream's, tested there); the numbers are libc's for the
+/// target. Arguments are integers or pointers (as usize, sign-extended: a negative pid stays
+/// negative in the kernel's int). Returns the kernel's result or its errno.
+///
+/// # Safety
+/// The call must be one whose pointer arguments point to memory valid for what the kernel reads
+/// and writes there.
+#[inline(always)]
+unsafe fn direct(number: libc::c_long, args: [usize; 4]) -> nix::Result<usize> {
+    // SAFETY: the caller vouches for the memory behind the arguments; the number is libc's for
+    // this target, so the kernel reads exactly the arguments given.
+    let ret = unsafe { syscalls::raw::syscall4(number as usize, args[0], args[1], args[2], args[3]) };
+    // The kernel returns -errno (-4095..-1) on failure.
+    if ret > -4096isize as usize {
+        Err(Errno::from_raw(-(ret as isize) as i32))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A pid or signal number as a system-call argument: sign-extended, as the C ABI passes an int.
+#[inline(always)]
+fn arg(n: libc::c_int) -> usize {
+    n as isize as usize
+}
+
+/// The ELF note by which an outer lastcall recognises its command as lastcall too (see
+/// `nested`): a PT_NOTE the kernel and the linker leave alone, found without running the binary.
+#[repr(C, align(4))]
+pub struct Note {
+    pub namesz: u32,
+    pub descsz: u32,
+    pub kind: u32,
+    pub name: [u8; 12],
+    pub desc: [u8; 4],
+}
+
+// SAFETY: a plain read-only static in a section of its own; `.note.*` makes LLVM give it the
+// SHT_NOTE type, which the linker keeps (notes are never garbage-collected) and maps in a PT_NOTE
+// program header. Nothing reads it through the section name.
+#[used]
+#[link_section = ".note.lastcall"]
+pub static NOTE: Note = Note {
+    // "lastcall" and its NUL, as ELF spells a note's owner.
+    namesz: 9,
+    descsz: 4,
+    // "LCNS": lastcall's note of nesting.
+    kind: 0x4c43_4e53,
+    name: *b"lastcall\0\0\0\0",
+    // The marker's version.
+    desc: *b"v1\0\0",
+};
+
+/// Whether `fd` is an open file descriptor.
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor's flags; a closed one gives EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// The soft limit on open fds.
+pub fn fd_limit() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        // rlim_t is 32 bits on some targets.
+        #[allow(clippy::unnecessary_cast)]
+        let soft = limit.rlim_cur as u64;
+        soft
+    } else {
+        1024
+    }
+}
+
+/// Closes `fd`, which lastcall no longer needs and nothing of lastcall's owns.
+pub fn close_fd(fd: RawFd) -> nix::Result<()> {
+    // SAFETY: the caller passes an fd that no Rust object owns (one lastcall inherited).
+    Errno::result(unsafe { libc::close(fd) }).map(drop)
+}
+
+/// Gives up lastcall's controlling terminal (TIOCNOTTY on stdin), so that the child, in a new
+/// session, can make it its own: a terminal belongs to one session at a time. As the session
+/// leader lastcall makes the kernel send SIGHUP and SIGCONT to the terminal's foreground group,
+/// which is lastcall's alone at this point.
+pub fn release_terminal() -> io::Result<()> {
+    // SAFETY: TIOCNOTTY takes no argument.
+    if unsafe { libc::ioctl(libc::STDIN_FILENO, libc::TIOCNOTTY) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Asks the kernel to send lastcall `sig` when its parent dies (tini's -p). Real-time signals
+/// are allowed, which nix's wrapper cannot express.
+pub fn set_parent_death_signal(sig: Sig) -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number by value.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig.0 as libc::c_ulong, 0, 0, 0) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// waitpid(-1, WNOHANG): the pid and raw status of a child that has exited, or None if every
+/// child is still running.
+#[inline(always)]
+pub fn wait_any_exited() -> nix::Result<Option<(Pid, libc::c_int)>> {
+    let mut status: libc::c_int = 0;
+    let status_ptr = &mut status as *mut libc::c_int as usize;
+    // SAFETY: wait4 writes the status into the int we own; no rusage is asked for (null).
+    let pid = unsafe { direct(libc::SYS_wait4, [arg(-1), status_ptr, arg(libc::WNOHANG), 0]) }? as libc::pid_t;
+    Ok((pid != 0).then(|| (Pid::from_raw(pid), status)))
+}
+
+/// fcntl's F_SETSIG (linux/fcntl.h: 10 on x86, arm and their 64-bit kin), which the libc crate
+/// leaves out for musl.
+const F_SETSIG: libc::c_int = 10;
+
+/// Asks the kernel to send lastcall (`owner`) the socket signal whenever `fd` becomes readable
+/// (O_ASYNC, F_SETOWN, F_SETSIG), unless that is already set. True if it was new: what arrived
+/// before then raised no signal and must be read now.
+pub fn signal_when_readable(fd: BorrowedFd<'_>, owner: Pid) -> io::Result<bool> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl with integer arguments on an fd the caller borrows; no memory is passed.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if flags & libc::O_ASYNC != 0 {
+            return Ok(false);
+        }
+        if libc::fcntl(fd, libc::F_SETOWN, owner.as_raw()) < 0
+            || libc::fcntl(fd, F_SETSIG, socket_signal().0) < 0
+            || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_ASYNC) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(true)
+}
+
+/// A pidfd for `pid` (pidfd_open, Linux 5.3): a handle that keeps naming that very process, so
+/// a signal sent through it can never reach another process that got the pid after it.
+/// ENOSYS on older kernels (and under some seccomp filters: EPERM).
+pub fn pidfd_open(pid: libc::pid_t) -> nix::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags by value and returns a new fd or -1.
+    let fd = Errno::result(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) })?;
+    // SAFETY: the kernel just gave us this fd (close-on-exec, as every pidfd is); we own it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The process group of `pid` (getpgid), without /proc.
+pub fn process_group(pid: libc::pid_t) -> nix::Result<libc::pid_t> {
+    // SAFETY: getpgid takes a pid by value.
+    Errno::result(unsafe { libc::getpgid(pid) })
+}
+
+/// lastcall's effective uid and gid: whom the files it makes belong to.
+pub fn effective_ids() -> (u32, u32) {
+    // SAFETY: geteuid and getegid take nothing and cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// Whether lastcall already runs as `uid` and `gid`, real and effective alike.
+pub fn runs_as(uid: u32, gid: u32) -> bool {
+    // SAFETY: these four calls take nothing and cannot fail.
+    unsafe { libc::getuid() == uid && libc::geteuid() == uid && libc::getgid() == gid && libc::getegid() == gid }
+}
+
+/// lastcall's supplementary groups (at most 65536, the kernel's NGROUPS_MAX).
+pub fn supplementary_groups() -> Vec<u32> {
+    let mut groups = vec![0 as libc::gid_t; 65536];
+    // SAFETY: getgroups writes at most `len` gids into the buffer we own.
+    let n = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(n).unwrap_or(0));
+    groups
+}
+
+/// Runs `work` in a forked child and hands back its pid and the read end of a pipe carrying
+/// what `work` returned: for work that may block past a deadline of the caller's (a DNS query
+/// to a silent server), which the caller can abandon and kill instead of waiting for it, with
+/// no thread. Only for a process with one thread, as the probe is: fork copies just the caller.
+pub fn fork_with_pipe(work: impl FnOnce() -> Vec<u8>) -> io::Result<(libc::pid_t, std::fs::File)> {
+    let (read, write) = nix::unistd::pipe()?;
+    // SAFETY: the calling process has one thread (the probe's), so the child may allocate and
+    // run any code: no lock can be held by a thread that fork left behind.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            drop(read);
+            let mut out = std::fs::File::from(write);
+            let code = match std::io::Write::write_all(&mut out, &work()) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            };
+            // SAFETY: _exit ends the child without running the parent's exit handlers twice.
+            unsafe { libc::_exit(code) }
+        }
+        pid => Ok((pid, std::fs::File::from(read))),
+    }
+}
+
+/// 64 bits from the kernel's CSPRNG, for names a local attacker must not predict.
+pub fn random_u64() -> io::Result<u64> {
+    let mut bytes = [0u8; 8];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: getrandom writes at most the given length into the buffer we own.
+        let n = unsafe { libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        } else {
+            filled += n as usize;
+        }
+    }
+    Ok(u64::from_ne_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pidfd_signals_its_process_and_no_other() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let fd = match pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                assert_eq!(e, Errno::ENOSYS, "pidfd_open");
+                return;
+            }
+        };
+        assert_eq!(pidfd_send_signal(std::os::fd::AsFd::as_fd(&fd), Sig(0)), Ok(()));
+        assert_eq!(pidfd_send_signal(std::os::fd::AsFd::as_fd(&fd), Sig::KILL), Ok(()));
+        child.wait().unwrap();
+        // Reaped: whatever has the pid now, the pidfd does not name it.
+        assert_eq!(pidfd_send_signal(std::os::fd::AsFd::as_fd(&fd), Sig(0)), Err(Errno::ESRCH));
+    }
+}
