@@ -1,0 +1,362 @@
+//! The shutdown state machine: a pure `step(state, event, now, policy) -> (state, actions)`.
+//! It does no I/O; the supervisor feeds it events and carries out the actions.
+//!
+//! "term" is a termination signal (TERM, INT, QUIT); "rw(s)" is s after `--rewrite` (which may
+//! drop it: then nothing is sent); "stop(t)" is `--stop-signal` if set, else rw(t); "pending" is the signal that started the pre-stop; "grace" is `now + --grace`, or no
+//! deadline when `--grace 0`. "main exited" means the main child has been reaped; "others" means
+//! lastcall still has children after that. Forward goes to the child's process group; SignalAll
+//! goes to everything lastcall still has (as PID 1: the whole namespace); SignalOthers to all of
+//! that outside the child's group, which already had its stop signal (a second TERM makes some
+//! apps quit at once). Each of the three sends SIGCONT right after a stop signal (not after
+//! SIGKILL), as systemd does, so that a stopped process runs its handler; not under a peer's
+//! name (`Personality::cont_after_stop`).
+//!
+//! | phase      | event                           | next phase          | actions                      |
+//! |------------|---------------------------------|---------------------|------------------------------|
+//! | Running    | term t, pre-stop > 0            | PreStop(t)          | note, Unready¹               |
+//! | Running    | term t, pre-stop = 0            | Draining(grace)     | note, Unready, Forward(stop(t)) |
+//! | PreStop    | term t (a second one)           | Draining(grace)     | note, Unready², Forward(stop(pending)) |
+//! | PreStop    | deadline                        | Draining(grace)     | note, Unready², Forward(stop(pending)) |
+//! | Draining   | term t, main alive              | Draining (same)     | note, Forward(stop(t))       |
+//! | Draining   | term t, main exited             | Draining (same)     | note, SignalAll(stop(t))     |
+//! | Draining   | deadline                        | Killing(kill wait)  | note, SignalAll(KILL)        |
+//! | Killing    | term t                          | Killing (same)      | -                            |
+//! | Killing    | deadline                        | Exited              | SignalAll(KILL), Exit(main's code, else 137) |
+//! | any live   | main exited, no others          | Exited              | Exit(main's code)            |
+//! | Running    | main exited, others             | Draining(grace)     | Unready, SignalAll(stop(TERM)) |
+//! | PreStop    | main exited, others             | Draining(grace)     | Unready², SignalAll(stop(pending)) |
+//! | Draining   | main exited, others             | Draining (same)     | SignalOthers(stop(TERM))     |
+//! | Draining   | main exited, others, `-c`       | Draining (same)     | SignalAll(stop(TERM))        |
+//! | Killing    | a reap, others                  | Killing(kill wait)  | SignalAll(KILL) (re-parented)|
+//! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
+//! | any live   | main exited, on exit: Exit      | Exited              | Exit(main's code)            |
+//! | any live   | main exited, on exit: ForwardTermAndExit | Exited     | Forward(stop(TERM)), Exit(main's code) |
+//! | Exited     | anything                        | Exited              | -                            |
+//!
+//! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
+//! the ready file, answer 503, tell systemd STOPPING=1) comes first, before any signal.
+//! In Killing, every reap sends SIGKILL again: the dead leave their children to lastcall (the
+//! subreaper), and a fork bomb's setsid'd children reach no group. Each death restarts the kill
+//! wait, which only bounds how long lastcall waits for processes that do not die at all (stuck in
+//! uninterruptible sleep); the last SIGKILL goes out as the wait ends. Only the note is logged: the
+//! repeated SIGKILLs are silent.
+//! ¹ with `--unready-on signal` (the default) only; ² with `--unready-on stop` only: readiness
+//! then holds through the pre-stop and goes with the stop signal (KEP-1669's terminating
+//! endpoints stay usable as a fallback while they are still ready).
+//!
+//! The two "on exit" rows are the peers' (`Policy::on_main_exit`, from the personality): tini
+//! exits as soon as the main child does; dumb-init first sends the rest of the group TERM (as
+//! rewritten), the way it forwards signals, so with `-c` nobody gets it. They come before every
+//! other row for that event. Under lastcall's own name (`StopTheRest`) they never apply.
+//!
+//! Every other signal is forwarded as rw(s) in every live phase and changes nothing here, so it
+//! never reaches `step()`: `signals::Routes` sends it on with one table lookup, without reading
+//! the clock.
+//!
+//! May import: signals.
+
+use std::time::{Duration, Instant};
+
+use crate::signals::{self, Sig};
+
+/// What the machine needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub pre_stop: Duration,
+    /// `None`: never escalate to SIGKILL.
+    pub grace: Option<Duration>,
+    pub stop_signal: Option<Sig>,
+    /// Received → forwarded; `Sig(0)` drops.
+    pub rewrite: Vec<(Sig, Sig)>,
+    /// How long to wait for SIGKILLed processes to be reaped before giving up on them.
+    pub kill_wait: Duration,
+    pub unready_on: UnreadyOn,
+    pub on_main_exit: OnMainExit,
+    /// `-c`: the stop signal went to the main child alone, so the rest of its group has not had
+    /// it when the main child exits mid-shutdown.
+    pub single_child: bool,
+}
+
+/// What happens when the main child exits while other processes remain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnMainExit {
+    /// lastcall's own: stop the rest within the grace (tini#180, dumb-init#212), then exit.
+    StopTheRest,
+    /// tini's: exit at once with the main child's status.
+    Exit,
+    /// dumb-init's: forward TERM (rewritten, if asked) as any signal is forwarded, then exit at once.
+    ForwardTermAndExit,
+}
+
+/// When the app stops announcing readiness (`--unready-on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnreadyOn {
+    /// At the first termination signal, before the pre-stop.
+    Signal,
+    /// When the stop signal is forwarded, after the pre-stop.
+    Stop,
+}
+
+impl Policy {
+    /// What the shutdown sends for the termination signal `received`, if anything.
+    fn stop(&self, received: Sig) -> Option<Sig> {
+        self.stop_signal.or_else(|| signals::rewritten_or(&self.rewrite, received, received))
+    }
+
+    fn grace_deadline(&self, now: Instant) -> Option<Instant> {
+        self.grace.map(|grace| later(now, grace))
+    }
+
+    /// Unready at the start of the pre-stop, or at its end.
+    fn unready_at(&self, when: UnreadyOn) -> Option<Action> {
+        (self.unready_on == when).then_some(Action::Unready)
+    }
+}
+
+/// `now + d`, never panicking: the parser caps durations at a year, but should a deadline still
+/// not fit the clock, the furthest one that does is as good as never.
+pub fn later(now: Instant, d: Duration) -> Instant {
+    let mut d = d;
+    loop {
+        match now.checked_add(d) {
+            Some(t) => return t,
+            None => d /= 2,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    PreStop { until: Instant, pending: Sig },
+    Draining { until: Option<Instant> },
+    Killing { until: Instant },
+    Exited,
+}
+
+impl Phase {
+    /// The phase's name in /metrics (`metrics::PHASES`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Running => "running",
+            Phase::PreStop { .. } => "pre_stop",
+            Phase::Draining { .. } => "draining",
+            Phase::Killing { .. } => "killing",
+            Phase::Exited => "exited",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct State {
+    pub phase: Phase,
+    /// The main child's exit code (already mapped: 128+N for signal N), once it is reaped.
+    pub main_code: Option<i32>,
+}
+
+impl State {
+    pub const START: State = State { phase: Phase::Running, main_code: None };
+
+    /// When the machine next wants a `Deadline` event, if ever. Inlined: the signal loop asks on
+    /// every turn.
+    #[inline(always)]
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::PreStop { until, .. } | Phase::Killing { until } => Some(until),
+            Phase::Draining { until } => until,
+            Phase::Running | Phase::Exited => None,
+        }
+    }
+
+    /// Whether a reap that is not the main child's can change anything: once the main child is
+    /// gone (lastcall waits for the rest), or while killing. Until then the supervisor need not
+    /// read the clock or step the machine for each orphan it reaps.
+    #[inline(always)]
+    pub fn cares_about_orphans(&self) -> bool {
+        self.main_code.is_some() || matches!(self.phase, Phase::Killing { .. })
+    }
+
+    fn with(self, phase: Phase) -> State {
+        State { phase, ..self }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A termination signal: TERM, INT or QUIT.
+    Termination(Sig),
+    /// `now` has reached `State::deadline()`.
+    Deadline,
+    /// One or more children were reaped. `main` is the main child's mapped exit code if it was
+    /// among them; `children_left` whether lastcall still has any child afterwards.
+    Reaped { main: Option<i32>, children_left: bool },
+}
+
+/// Timeline entries the supervisor logs; the rest of the timeline is read off the actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Note {
+    Received(Sig),
+    PreStopStarted,
+    PreStopEnded,
+    PreStopCut,
+    /// The grace ran out; SIGKILL follows.
+    GraceExpired,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Timeline(Note),
+    /// Shutdown has begun: stop announcing readiness.
+    Unready,
+    Forward(Sig),
+    SignalAll(Sig),
+    SignalOthers(Sig),
+    Exit(i32),
+}
+
+/// What one step asks for: at most four actions, kept inline so that the signal path never
+/// allocates (musl's allocator was three quarters of the cost of forwarding a signal).
+#[derive(Clone, Copy)]
+pub struct Actions {
+    items: [Action; 4],
+    len: usize,
+}
+
+impl Actions {
+    fn of(actions: &[Option<Action>]) -> Actions {
+        let mut out = Actions { items: [Action::Exit(0); 4], len: 0 };
+        for &action in actions.iter().flatten() {
+            out.items[out.len] = action;
+            out.len += 1;
+        }
+        out
+    }
+}
+
+impl std::ops::Deref for Actions {
+    type Target = [Action];
+    fn deref(&self) -> &[Action] {
+        &self.items[..self.len]
+    }
+}
+
+impl std::fmt::Debug for Actions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Actions {
+    fn eq(&self, other: &Actions) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Vec<Action>> for Actions {
+    fn eq(&self, other: &Vec<Action>) -> bool {
+        **self == other[..]
+    }
+}
+
+/// 128 + SIGKILL: the status of anything lastcall had to kill.
+pub const KILLED_CODE: i32 = 128 + libc::SIGKILL;
+
+pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State, Actions) {
+    use Action::*;
+    use Phase::*;
+
+    if state.phase == Exited {
+        return (state, Actions::of(&[]));
+    }
+    let forward = |sig: Option<Sig>| sig.map(Forward);
+    let signal_all = |sig: Option<Sig>| sig.map(SignalAll);
+    let received = |sig| Timeline(Note::Received(sig));
+    let (phase, actions): (Phase, Actions) = match event {
+        Event::Termination(sig) => match state.phase {
+            Running if policy.pre_stop > Duration::ZERO => (
+                PreStop { until: later(now, policy.pre_stop), pending: sig },
+                Actions::of(&[Some(received(sig)), policy.unready_at(UnreadyOn::Signal), Some(Timeline(Note::PreStopStarted))]),
+            ),
+            Running => (
+                Draining { until: policy.grace_deadline(now) },
+                Actions::of(&[Some(received(sig)), Some(Unready), forward(policy.stop(sig))]),
+            ),
+            PreStop { pending, .. } => (
+                Draining { until: policy.grace_deadline(now) },
+                Actions::of(&[
+                    Some(received(sig)),
+                    Some(Timeline(Note::PreStopCut)),
+                    policy.unready_at(UnreadyOn::Stop),
+                    forward(policy.stop(pending)),
+                ]),
+            ),
+            Draining { .. } if state.main_code.is_none() => {
+                (state.phase, Actions::of(&[Some(received(sig)), forward(policy.stop(sig))]))
+            }
+            Draining { .. } => (state.phase, Actions::of(&[Some(received(sig)), signal_all(policy.stop(sig))])),
+            Killing { .. } | Exited => (state.phase, Actions::of(&[Some(received(sig))])),
+        },
+
+        Event::Deadline => match state.phase {
+            PreStop { pending, .. } => (
+                Draining { until: policy.grace_deadline(now) },
+                Actions::of(&[
+                    Some(Timeline(Note::PreStopEnded)),
+                    policy.unready_at(UnreadyOn::Stop),
+                    forward(policy.stop(pending)),
+                ]),
+            ),
+            Draining { .. } => (
+                Killing { until: later(now, policy.kill_wait) },
+                Actions::of(&[Some(Timeline(Note::GraceExpired)), Some(SignalAll(Sig::KILL))]),
+            ),
+            Killing { .. } => {
+                (Exited, Actions::of(&[Some(SignalAll(Sig::KILL)), Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))]))
+            }
+            Running | Exited => (state.phase, Actions::of(&[])),
+        },
+
+        Event::Reaped { main, children_left } => {
+            let main_just_exited = main.is_some() && state.main_code.is_none();
+            let state = State { main_code: state.main_code.or(main), ..state };
+            if let (true, Some(code)) = (main_just_exited && policy.on_main_exit != OnMainExit::StopTheRest, main) {
+                let term = (policy.on_main_exit == OnMainExit::ForwardTermAndExit).then(|| policy.stop(Sig::TERM)).flatten();
+                return (state.with(Exited), Actions::of(&[forward(term), Some(Exit(code))]));
+            }
+            let (phase, actions) = match (state.main_code, children_left) {
+                (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),
+                (None, _) => match state.phase {
+                    Killing { .. } => (Killing { until: later(now, policy.kill_wait) }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    _ => (state.phase, Actions::of(&[])),
+                },
+                (Some(_), true) => match state.phase {
+                    Running if main_just_exited => (
+                        Draining { until: policy.grace_deadline(now) },
+                        Actions::of(&[Some(Unready), signal_all(policy.stop(Sig::TERM))]),
+                    ),
+                    PreStop { pending, .. } if main_just_exited => (
+                        Draining { until: policy.grace_deadline(now) },
+                        Actions::of(&[
+                            Some(Timeline(Note::PreStopCut)),
+                            policy.unready_at(UnreadyOn::Stop),
+                            signal_all(policy.stop(pending)),
+                        ]),
+                    ),
+                    Draining { .. } if main_just_exited && policy.single_child => {
+                        (state.phase, Actions::of(&[signal_all(policy.stop(Sig::TERM))]))
+                    }
+                    Draining { .. } if main_just_exited => {
+                        (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
+                    }
+                    Killing { .. } => (Killing { until: later(now, policy.kill_wait) }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    _ => (state.phase, Actions::of(&[])),
+                },
+            };
+            return (state.with(phase), actions);
+        }
+    };
+    (state.with(phase), actions)
+}
+
+#[cfg(test)]
+mod tests;

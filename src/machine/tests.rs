@@ -1,0 +1,497 @@
+//! machine's unit tests, in a file of their own to keep the machine and its table short.
+//!
+//! May import: machine (`super`).
+
+use super::*;
+use Action::*;
+use Phase::*;
+
+#[test]
+fn deadlines_never_overflow() {
+    let now = Instant::now();
+    assert_eq!(later(now, Duration::from_secs(5)), now + Duration::from_secs(5));
+    assert!(later(now, Duration::MAX) > now + Duration::from_secs(1 << 40));
+    let huge = Policy { pre_stop: Duration::MAX, grace: Some(Duration::MAX), kill_wait: Duration::MAX, ..policy(0, 0) };
+    let (s, _) = step(State::START, Event::Termination(Sig::TERM), now, &huge);
+    let (s, _) = step(s, Event::Deadline, now, &huge);
+    let (s, _) = step(s, Event::Deadline, now, &huge);
+    assert!(matches!(s.phase, Phase::Killing { .. }), "{s:?}");
+}
+
+const S: Duration = Duration::from_secs(1);
+
+fn policy(pre_stop: u64, grace: u64) -> Policy {
+    Policy {
+        pre_stop: S * pre_stop as u32,
+        grace: (grace > 0).then(|| S * grace as u32),
+        stop_signal: None,
+        rewrite: vec![],
+        kill_wait: S * 3,
+        unready_on: UnreadyOn::Signal,
+        on_main_exit: OnMainExit::StopTheRest,
+        single_child: false,
+    }
+}
+
+fn at(phase: Phase) -> State {
+    State { phase, main_code: None }
+}
+
+fn exited_main(phase: Phase, code: i32) -> State {
+    State { phase, main_code: Some(code) }
+}
+
+#[test]
+fn term_without_pre_stop_forwards_at_once_and_arms_grace() {
+    let t0 = Instant::now();
+    let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(0, 10));
+    assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
+    assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Unready, Forward(Sig::TERM)]);
+    assert_eq!(s.deadline(), Some(t0 + S * 10));
+}
+
+#[test]
+fn term_with_pre_stop_leaves_the_app_untouched() {
+    let t0 = Instant::now();
+    let (s, a) = step(State::START, Event::Termination(Sig::INT), t0, &policy(2, 10));
+    assert_eq!(s, at(PreStop { until: t0 + S * 2, pending: Sig::INT }));
+    assert!(a.iter().all(|a| matches!(a, Timeline(_) | Unready)), "{a:?}");
+    assert!(a.contains(&Unready), "readiness goes before the pre-stop starts");
+    assert_eq!(s.deadline(), Some(t0 + S * 2));
+}
+
+#[test]
+fn unready_on_stop_keeps_readiness_through_the_pre_stop() {
+    let t0 = Instant::now();
+    let p = Policy { unready_on: UnreadyOn::Stop, ..policy(2, 10) };
+    let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
+    assert!(!a.contains(&Unready), "{a:?}");
+    let (_, a) = step(s, Event::Deadline, t0 + S * 2, &p);
+    assert_eq!(a, vec![Timeline(Note::PreStopEnded), Unready, Forward(Sig::TERM)]);
+    let (_, a) = step(s, Event::Termination(Sig::TERM), t0 + S, &p);
+    assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Timeline(Note::PreStopCut), Unready, Forward(Sig::TERM)]);
+    let (_, a) = step(s, Event::Reaped { main: Some(0), children_left: true }, t0 + S, &p);
+    assert_eq!(a, vec![Timeline(Note::PreStopCut), Unready, SignalAll(Sig::TERM)]);
+    // Without a pre-stop both modes are the same.
+    let (_, a) = step(State::START, Event::Termination(Sig::TERM), t0, &Policy { unready_on: UnreadyOn::Stop, ..policy(0, 10) });
+    assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Unready, Forward(Sig::TERM)]);
+    // And with the default, readiness never goes twice.
+    let (s, _) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(2, 10));
+    let (_, a) = step(s, Event::Deadline, t0 + S * 2, &policy(2, 10));
+    assert!(!a.contains(&Unready), "{a:?}");
+}
+
+#[test]
+fn pre_stop_deadline_forwards_the_pending_signal() {
+    let t0 = Instant::now();
+    let s = at(PreStop { until: t0, pending: Sig::QUIT });
+    let (s, a) = step(s, Event::Deadline, t0, &policy(2, 10));
+    assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
+    assert_eq!(a, vec![Timeline(Note::PreStopEnded), Forward(Sig::QUIT)]);
+}
+
+#[test]
+fn second_term_cuts_the_pre_stop_short() {
+    let t0 = Instant::now();
+    let s = at(PreStop { until: t0 + S * 2, pending: Sig::TERM });
+    let (s, a) = step(s, Event::Termination(Sig::INT), t0 + S, &policy(2, 10));
+    assert_eq!(s, at(Draining { until: Some(t0 + S * 11) }));
+    assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
+    assert!(a.contains(&Timeline(Note::PreStopCut)));
+}
+
+#[test]
+fn stop_signal_rewrites_what_is_forwarded() {
+    let t0 = Instant::now();
+    let p = Policy { stop_signal: Some(Sig::QUIT), ..policy(0, 10) };
+    let (_, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
+    assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
+    let s = at(PreStop { until: t0, pending: Sig::INT });
+    let (_, a) = step(s, Event::Deadline, t0, &p);
+    assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
+}
+
+#[test]
+fn term_during_grace_is_forwarded_again_without_moving_the_deadline() {
+    let t0 = Instant::now();
+    let s = at(Draining { until: Some(t0 + S * 10) });
+    let (s2, a) = step(s, Event::Termination(Sig::TERM), t0 + S, &policy(0, 10));
+    assert_eq!(s2, s);
+    assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
+}
+
+#[test]
+fn term_while_only_others_linger_goes_to_everyone() {
+    let t0 = Instant::now();
+    let s = exited_main(Draining { until: Some(t0 + S) }, 0);
+    let (s2, a) = step(s, Event::Termination(Sig::TERM), t0, &policy(0, 10));
+    assert_eq!(s2, s);
+    assert_eq!(a.last(), Some(&SignalAll(Sig::TERM)));
+}
+
+#[test]
+fn grace_deadline_escalates_to_sigkill_for_everyone() {
+    let t0 = Instant::now();
+    let s = at(Draining { until: Some(t0) });
+    let (s, a) = step(s, Event::Deadline, t0, &policy(0, 10));
+    assert_eq!(s, at(Killing { until: t0 + S * 3 }));
+    assert_eq!(a, vec![Timeline(Note::GraceExpired), SignalAll(Sig::KILL)]);
+}
+
+#[test]
+fn zero_grace_never_escalates() {
+    let t0 = Instant::now();
+    let (s, _) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(0, 0));
+    assert_eq!(s, at(Draining { until: None }));
+    assert_eq!(s.deadline(), None);
+}
+
+#[test]
+fn killing_ignores_termination_and_gives_up_after_kill_wait() {
+    let t0 = Instant::now();
+    let s = at(Killing { until: t0 });
+    let (s2, a) = step(s, Event::Termination(Sig::TERM), t0, &policy(0, 10));
+    assert_eq!(s2, s);
+    assert!(a.iter().all(|a| matches!(a, Timeline(_))));
+    let (s3, a) = step(s, Event::Deadline, t0, &policy(0, 10));
+    assert_eq!(s3.phase, Exited);
+    assert_eq!(a, vec![SignalAll(Sig::KILL), Exit(KILLED_CODE)], "a last SIGKILL for what came back late");
+    let (_, a) = step(exited_main(Killing { until: t0 }, 3), Event::Deadline, t0, &policy(0, 10));
+    assert_eq!(a, vec![SignalAll(Sig::KILL), Exit(3)]);
+}
+
+#[test]
+fn main_exit_with_nothing_left_exits_with_its_code_from_any_live_phase() {
+    let t0 = Instant::now();
+    for phase in [
+        Running,
+        PreStop { until: t0, pending: Sig::TERM },
+        Draining { until: None },
+        Killing { until: t0 },
+    ] {
+        let ev = Event::Reaped { main: Some(143), children_left: false };
+        let (s, a) = step(at(phase), ev, t0, &policy(1, 1));
+        assert_eq!(s.phase, Exited);
+        assert_eq!(a, vec![Exit(143)]);
+    }
+}
+
+#[test]
+fn main_exit_while_running_with_others_left_stops_them_within_grace() {
+    let t0 = Instant::now();
+    let ev = Event::Reaped { main: Some(0), children_left: true };
+    let (s, a) = step(State::START, ev, t0, &policy(0, 5));
+    assert_eq!(s, exited_main(Draining { until: Some(t0 + S * 5) }, 0));
+    assert_eq!(a, vec![Unready, SignalAll(Sig::TERM)]);
+    // Then the last of them goes: exit with the main child's code, not theirs.
+    let (s, a) = step(s, Event::Reaped { main: None, children_left: false }, t0, &policy(0, 5));
+    assert_eq!(s.phase, Exited);
+    assert_eq!(a, vec![Exit(0)]);
+}
+
+#[test]
+fn main_exit_during_pre_stop_with_others_left_signals_them_the_pending_stop() {
+    let t0 = Instant::now();
+    let p = Policy { stop_signal: Some(Sig::QUIT), ..policy(5, 5) };
+    let s = at(PreStop { until: t0 + S * 5, pending: Sig::TERM });
+    let (s, a) = step(s, Event::Reaped { main: Some(1), children_left: true }, t0, &p);
+    assert_eq!(s, exited_main(Draining { until: Some(t0 + S * 5) }, 1));
+    assert_eq!(a.last(), Some(&SignalAll(Sig::QUIT)));
+}
+
+#[test]
+fn main_exit_during_drain_keeps_the_deadline_and_signals_only_those_outside_the_group() {
+    let t0 = Instant::now();
+    let s = at(Draining { until: Some(t0 + S) });
+    let (s, a) = step(s, Event::Reaped { main: Some(143), children_left: true }, t0, &policy(0, 5));
+    assert_eq!(s, exited_main(Draining { until: Some(t0 + S) }, 143));
+    assert_eq!(a, vec![SignalOthers(Sig::TERM)]);
+    // Only once: later reaps change nothing.
+    let (s2, a) = step(s, Event::Reaped { main: None, children_left: true }, t0, &policy(0, 5));
+    assert_eq!((s2, a), (s, Actions::of(&[])));
+}
+
+#[test]
+fn with_single_child_the_group_gets_the_stop_signal_when_the_main_child_exits_mid_drain() {
+    let t0 = Instant::now();
+    let p = Policy { single_child: true, ..policy(0, 5) };
+    let s = at(Draining { until: Some(t0 + S) });
+    let (s, a) = step(s, Event::Reaped { main: Some(0), children_left: true }, t0, &p);
+    assert_eq!(s, exited_main(Draining { until: Some(t0 + S) }, 0));
+    assert_eq!(a, vec![SignalAll(Sig::TERM)]);
+}
+
+#[test]
+fn orphan_reaps_change_nothing_until_killing() {
+    let t0 = Instant::now();
+    let ev = Event::Reaped { main: None, children_left: true };
+    for phase in [Running, PreStop { until: t0, pending: Sig::TERM }, Draining { until: None }] {
+        assert_eq!(step(at(phase), ev, t0, &policy(1, 1)), (at(phase), Actions::of(&[])));
+    }
+    // Killing: SIGKILL again for the re-parented, and the kill wait starts over.
+    let later = at(Killing { until: t0 + S * 4 });
+    let s = at(Killing { until: t0 });
+    assert_eq!(step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
+    let s = exited_main(Killing { until: t0 }, 137);
+    let later = exited_main(Killing { until: t0 + S * 4 }, 137);
+    assert_eq!(step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
+}
+
+#[test]
+fn orphan_reaps_matter_exactly_where_step_acts_on_them() {
+    let t0 = Instant::now();
+    let phases = [Running, PreStop { until: t0, pending: Sig::TERM }, Draining { until: None }, Killing { until: t0 }];
+    for state in phases.iter().flat_map(|&phase| [at(phase), exited_main(phase, 0)]) {
+        // While the main child lives, lastcall always has a child left.
+        let possible: &[bool] = if state.main_code.is_some() { &[true, false] } else { &[true] };
+        let acts = possible.iter().any(|&children_left| {
+            let orphan = Event::Reaped { main: None, children_left };
+            step(state, orphan, t0, &policy(1, 1)) != (state, Actions::of(&[]))
+        });
+        assert_eq!(state.cares_about_orphans(), acts, "{state:?}");
+    }
+}
+
+#[test]
+fn the_main_code_is_kept_once_known() {
+    let t0 = Instant::now();
+    let s = exited_main(Draining { until: None }, 7);
+    let (s, a) = step(s, Event::Reaped { main: None, children_left: false }, t0, &policy(0, 0));
+    assert_eq!(s, exited_main(Exited, 7));
+    assert_eq!(a, vec![Exit(7)]);
+}
+
+#[test]
+fn exited_is_terminal() {
+    let t0 = Instant::now();
+    let s = exited_main(Exited, 0);
+    for ev in [
+        Event::Termination(Sig::TERM),
+        Event::Deadline,
+        Event::Reaped { main: None, children_left: false },
+    ] {
+        assert_eq!(step(s, ev, t0, &policy(1, 1)), (s, Actions::of(&[])));
+    }
+}
+
+#[test]
+fn rewrites_apply_to_what_is_forwarded_not_to_when_shutdown_starts() {
+    let t0 = Instant::now();
+    let p = Policy { rewrite: vec![(Sig::TERM, Sig::QUIT), (Sig(libc::SIGHUP), Sig(0))], ..policy(0, 10) };
+    let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
+    assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }), "TERM still starts the shutdown");
+    assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
+    let (_, a) = step(State::START, Event::Termination(Sig::INT), t0, &p);
+    assert_eq!(a.last(), Some(&Forward(Sig::INT)), "no rule: forwarded as received");
+    // --stop-signal wins over a rewrite of the termination signal.
+    let p = Policy { stop_signal: Some(Sig::INT), ..p };
+    let (_, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
+    assert_eq!(a.last(), Some(&Forward(Sig::INT)));
+}
+
+#[test]
+fn a_dropped_termination_signal_still_arms_the_deadline() {
+    let t0 = Instant::now();
+    let p = Policy { rewrite: vec![(Sig::TERM, Sig(0))], ..policy(0, 10) };
+    let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
+    assert_eq!(s.deadline(), Some(t0 + S * 10));
+    assert!(!a.iter().any(|a| matches!(a, Forward(_))));
+}
+
+#[test]
+fn deadline_in_running_is_a_no_op() {
+    let t0 = Instant::now();
+    assert_eq!(step(State::START, Event::Deadline, t0, &policy(1, 1)), (State::START, Actions::of(&[])));
+}
+
+#[test]
+fn a_peer_exits_with_the_main_child_whatever_is_left() {
+    let t0 = Instant::now();
+    let rewrite = vec![(Sig::TERM, Sig::QUIT)];
+    let tini = Policy { on_main_exit: OnMainExit::Exit, ..policy(0, 0) };
+    let dumb_init = Policy { on_main_exit: OnMainExit::ForwardTermAndExit, rewrite, ..policy(0, 0) };
+    let draining = at(Draining { until: None });
+    for state in [State::START, draining, at(PreStop { until: t0, pending: Sig::TERM }), at(Killing { until: t0 })] {
+        for children_left in [true, false] {
+            let ev = Event::Reaped { main: Some(143), children_left };
+            assert_eq!(step(state, ev, t0, &tini), (exited_main(Exited, 143), Actions::of(&[Some(Exit(143))])));
+            let expected = Actions::of(&[Some(Forward(Sig::QUIT)), Some(Exit(143))]);
+            assert_eq!(step(state, ev, t0, &dumb_init), (exited_main(Exited, 143), expected), "TERM as rewritten");
+        }
+    }
+    // An orphan's exit is nothing to either.
+    let orphan = Event::Reaped { main: None, children_left: true };
+    assert_eq!(step(State::START, orphan, t0, &dumb_init), (State::START, Actions::of(&[])));
+}
+
+/// xorshift64: a few lines of PRNG, seeded, so that a failure repeats exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn random_policy(rng: &mut Rng) -> Policy {
+    let ms = |rng: &mut Rng, max: u64| Duration::from_millis(rng.below(max + 1));
+    let sigs = [Sig::TERM, Sig::INT, Sig::QUIT, Sig(libc::SIGUSR1), Sig(0)];
+    let mut rewrite = vec![];
+    for _ in 0..rng.below(3) {
+        let from = [Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize];
+        rewrite.push((from, sigs[rng.below(sigs.len() as u64) as usize]));
+    }
+    Policy {
+        pre_stop: if rng.chance(50) { Duration::ZERO } else { ms(rng, 3000) },
+        grace: if rng.chance(20) { None } else { Some(ms(rng, 5000)) },
+        stop_signal: rng.chance(20).then(|| [Sig::QUIT, Sig(libc::SIGUSR2)][rng.below(2) as usize]),
+        rewrite,
+        kill_wait: ms(rng, 3000),
+        unready_on: if rng.chance(50) { UnreadyOn::Signal } else { UnreadyOn::Stop },
+        on_main_exit: OnMainExit::StopTheRest,
+        single_child: false,
+    }
+}
+
+/// Thousands of random event sequences, fed the way the supervisor feeds them (time only
+/// moves forward, Deadline only once the deadline has passed, a reap reports children left
+/// while the main child lives), checked against what must hold whatever the order:
+/// - no Exit while the main child lives, unless the kill wait after SIGKILL has run out;
+/// - no SIGKILL before the grace deadline, and none at all with `--grace 0`;
+/// - every termination reaches the app once per its rule: one stop signal for a termination
+///   in Running without pre-stop or in Draining, none for one that starts the pre-stop (its
+///   signal goes when the pre-stop ends: once, by deadline, a second termination or the app's
+///   exit), none in Killing; a stop signal rewritten to 0 is never sent;
+/// - Unready at most once, before any stop signal; nothing after Exit; deadlines never in the
+///   past when they are set.
+#[test]
+fn random_event_sequences_keep_the_promises() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let t0 = Instant::now();
+    let mut steps = 0;
+    for sequence in 0..5000 {
+        let p = random_policy(&mut rng);
+        let mut state = State::START;
+        let mut now = t0;
+        let mut main_alive = true;
+        let mut grace_ends: Option<Option<Instant>> = None; // Some(None): no grace deadline
+        let mut killed_at: Option<Instant> = None;
+        let mut unready = false;
+        let mut exited = false;
+        for _ in 0..rng.below(40) {
+            // Time moves forward: a little, a lot, or right to the next deadline.
+            now += match (rng.below(4), state.deadline()) {
+                (0, Some(d)) => d.saturating_duration_since(now),
+                (1, _) => Duration::from_millis(rng.below(4000)),
+                _ => Duration::from_millis(rng.below(50)),
+            };
+            let event = match rng.below(3) {
+                0 => Event::Termination([Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize]),
+                1 if state.deadline().is_some_and(|d| now >= d) => Event::Deadline,
+                _ => {
+                    let main = (main_alive && rng.chance(30)).then(|| [0, 1, 143, 137][rng.below(4) as usize]);
+                    let children_left = (main_alive && main.is_none()) || rng.chance(60);
+                    Event::Reaped { main, children_left }
+                }
+            };
+            let before = state;
+            let (after, actions) = step(before, event, now, &p);
+            steps += 1;
+            let ctx = || format!("sequence {sequence}: {before:?} + {event:?} at +{:?} -> {after:?} {actions:?}, {p:?}", now - t0);
+            if let Event::Reaped { main: Some(_), .. } = event {
+                main_alive = false;
+            }
+            if exited {
+                assert!(actions.is_empty() && after == before, "{}", ctx());
+                continue;
+            }
+            if let Some(d) = after.deadline() {
+                assert!(d >= now || Some(d) == before.deadline(), "a deadline set in the past: {}", ctx());
+            }
+
+            // What was sent, by kind.
+            let stops: Vec<Sig> = actions
+                .iter()
+                .filter_map(|a| match *a {
+                    Forward(s) => Some(s),
+                    SignalAll(s) if s != Sig::KILL => Some(s),
+                    _ => None,
+                })
+                .collect();
+            let kills = actions.iter().filter(|a| **a == SignalAll(Sig::KILL)).count();
+            let exit = actions.iter().find_map(|a| match *a {
+                Exit(code) => Some(code),
+                _ => None,
+            });
+
+            // No Exit while the main child lives, unless the kill wait has run out.
+            if let Some(code) = exit {
+                exited = true;
+                let killing_done = matches!(before.phase, Killing { until } if now >= until) && event == Event::Deadline;
+                assert!(!main_alive || killing_done, "exit while the main child lives: {}", ctx());
+                assert_eq!(after.phase, Exited, "{}", ctx());
+                let expected = match event {
+                    Event::Reaped { main: Some(c), .. } => before.main_code.or(Some(c)),
+                    _ => before.main_code,
+                };
+                assert_eq!(code, expected.unwrap_or(KILLED_CODE), "{}", ctx());
+            }
+
+            // SIGKILL never before the grace deadline, never without one.
+            if kills > 0 {
+                assert!(kills == 1, "{}", ctx());
+                match grace_ends {
+                    Some(Some(deadline)) => assert!(now >= deadline, "SIGKILL before the grace ended: {}", ctx()),
+                    _ => panic!("SIGKILL without a grace deadline: {}", ctx()),
+                }
+                killed_at.get_or_insert(now);
+            }
+            if matches!(after.phase, Killing { .. }) {
+                assert!(killed_at.is_some(), "Killing without a SIGKILL: {}", ctx());
+            }
+
+            // Unready once, before any stop signal.
+            if actions.contains(&Unready) {
+                assert!(!unready, "Unready twice: {}", ctx());
+                unready = true;
+            }
+            let first_signal = actions.iter().position(|a| matches!(a, Forward(_) | SignalAll(_) | SignalOthers(_)));
+            let unready_at = actions.iter().position(|a| *a == Unready);
+            if let Some(i) = first_signal {
+                assert!(unready && unready_at.is_none_or(|u| u < i), "a signal before Unready: {}", ctx());
+            }
+
+            // Every termination reaches the app once per its rule.
+            assert!(stops.len() <= 1, "{}", ctx());
+            let stop = |received: Sig| p.stop(received).filter(|s| *s != Sig(0));
+            let expected: Option<Sig> = match (before.phase, event) {
+                (Running, Event::Termination(t)) if p.pre_stop.is_zero() => stop(t),
+                (Running, Event::Termination(_)) => None,
+                (PreStop { pending, .. }, Event::Termination(_) | Event::Deadline) => stop(pending),
+                (PreStop { pending, .. }, Event::Reaped { main: Some(_), children_left: true }) => stop(pending),
+                (Running, Event::Reaped { main: Some(_), children_left: true }) => stop(Sig::TERM),
+                (Draining { .. }, Event::Termination(t)) => stop(t),
+                _ => None,
+            };
+            assert_eq!(stops.first().copied(), expected, "{}", ctx());
+            assert!(stops.iter().all(|s| *s != Sig(0)), "a dropped signal was sent: {}", ctx());
+            // The grace starts when the stop signal would go out, and only once.
+            if matches!(after.phase, Draining { .. }) && !matches!(before.phase, Draining { .. }) {
+                assert!(grace_ends.is_none(), "{}", ctx());
+                grace_ends = Some(p.grace.map(|g| now + g));
+                assert_eq!(after.deadline(), grace_ends.unwrap(), "{}", ctx());
+            }
+            state = after;
+        }
+    }
+    assert!(steps > 50_000, "only {steps} steps");
+}
