@@ -38,6 +38,14 @@ impl Status {
             Status::Signaled(sig, _) => 128 + sig.0,
         }
     }
+
+    /// The signal that killed it, if one did.
+    pub fn signal(self) -> Option<Sig> {
+        match self {
+            Status::Exited(_) => None,
+            Status::Signaled(sig, _) => Some(sig),
+        }
+    }
 }
 
 /// As the log shows it: `exited with 0`, `killed by SIGKILL`.

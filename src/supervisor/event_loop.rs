@@ -183,19 +183,14 @@ impl Supervisor {
         let Some(h) = &mut self.health else {
             return (None, more);
         };
-        let (code, signal) = match self.main_status {
-            Some(Status::Exited(code)) => (Some(code), None),
-            Some(Status::Signaled(sig, _)) => (Some(128 + sig.0), Some(sig.0)),
-            None => (None, None),
-        };
         let metrics = Snapshot {
             counters: &self.counters,
             version: env!("CARGO_PKG_VERSION"),
             personality: self.personality,
             phase: self.state.phase.name(),
             shutdown: self.shutdown_at.map(|t| now.saturating_duration_since(t)),
-            exit_code: code,
-            exit_signal: signal,
+            exit_code: self.main_status.map(Status::code),
+            exit_signal: self.main_status.and_then(Status::signal).map(|sig| sig.0),
             notify_relayed: self.notify.as_ref().map_or(0, |n| n.relayed_total),
             notify_refused: self.notify.as_ref().map_or(0, |n| n.refused_total),
             health_evicted: h.evicted,
