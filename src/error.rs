@@ -2,7 +2,7 @@
 //! (`exit_like`). Which code each error and each ending gets is the personality's
 //! (`personality`, the one owner of exit codes).
 //!
-//! May import: personality, signals, sys.
+//! May import: personality, sys.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -10,8 +10,7 @@ use std::io;
 
 use nix::errno::Errno;
 
-use crate::personality::{self, Personality};
-use crate::signals::Sig;
+use crate::personality::{self, Ending, Personality};
 use crate::sys;
 
 #[derive(Debug)]
@@ -45,15 +44,6 @@ impl Error {
     }
 }
 
-/// How lastcall ends: with an exit code, or by the signal that killed the app.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
-    Code(i32),
-    /// Only when lastcall is not PID 1 (the kernel does not let PID 1 kill itself) and `-e` did
-    /// not map the app's code.
-    Signal(Sig),
-}
-
 /// Exits like this: with the code, or by the signal's default action so that lastcall's parent
 /// reads the app's own wait status (a TERM death is clean to systemd; a shell sees the INT).
 /// A signal whose default action does not end a process (stop, ignore), or one that lastcall
@@ -65,7 +55,7 @@ pub fn exit_like(ending: Ending) -> ! {
             if sig.default_terminates() {
                 sys::die_by_signal(sig);
             }
-            std::process::exit(128 + sig.0)
+            std::process::exit(ending.code())
         }
     }
 }

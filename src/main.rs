@@ -4,8 +4,7 @@
 #![deny(unsafe_code)]
 
 use lastcall::cli::{self, Parsed};
-use lastcall::personality::Personality;
-use lastcall::error::Ending;
+use lastcall::personality::{Ending, Personality};
 use lastcall::{error, logging, probe, supervisor, sys};
 
 fn main() {

@@ -14,7 +14,7 @@
 //! | 125       | lastcall itself failed (set-up, starting a process: no pids or memory) |
 //! | 2         | usage error: bad option, bad value, no command                   |
 //!
-//! May import: machine (`OnMainExit`).
+//! May import: machine (`OnMainExit`), reap (`Status`), signals (`Sig`).
 //!
 //! A personality is data: which spellings exist, how the peer's variables read, and the defaults
 //! that differ. The rest of lastcall reads these fields and never compares names. lastcall's own
@@ -49,12 +49,34 @@
 use log::LevelFilter;
 
 use crate::machine::OnMainExit;
+use crate::reap::Status;
+use crate::signals::Sig;
 
 /// lastcall's own exit codes (the table above); the peers' are in their rows.
 pub const USAGE: i32 = 2;
 pub const SETUP: i32 = 125;
 pub const NOT_EXECUTABLE: i32 = 126;
 pub const NOT_FOUND: i32 = 127;
+
+/// How lastcall ends: with an exit code, or by the signal that killed the app.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Code(i32),
+    /// Only when lastcall is not PID 1 (the kernel does not let PID 1 kill itself) and `-e` did
+    /// not map the app's code.
+    Signal(Sig),
+}
+
+impl Ending {
+    /// The exit code this ending gives: its own, or 128+N for signal N (what lastcall exits
+    /// with when the signal cannot end it, and what the json log names).
+    pub fn code(self) -> i32 {
+        match self {
+            Ending::Code(code) => code,
+            Ending::Signal(sig) => 128 + sig.0,
+        }
+    }
+}
 
 /// How the command line is split into options and the command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -427,6 +449,35 @@ impl Personality {
             .map_or(self.exec_other, |&(_, code)| code)
     }
 
+    /// The exit code when the command could not be started: `code`, this personality's for the
+    /// failure, or 0 where `-e` (`remap_exit`) maps it. Only tini's exec failure (`exec`) is
+    /// mapped: it is its child's exit code.
+    pub fn start_failure_exit(&self, code: i32, exec: bool, remap_exit: &[i32]) -> i32 {
+        if exec && self.remap_exec_failure && remap_exit.contains(&code) {
+            0
+        } else {
+            code
+        }
+    }
+
+    /// How lastcall ends once the event loop returned `code`, the main child having ended as
+    /// `main`: 0 where `-e` (`remap_exit`) maps the code; by the app's own signal when it died
+    /// of one, lastcall is not PID 1 (which cannot kill itself) and this personality re-raises
+    /// (`reraise_signal_death`); else with the code.
+    pub fn ending(&self, code: i32, main: Option<Status>, pid1: bool, remap_exit: &[i32]) -> Ending {
+        if remap_exit.contains(&code) {
+            Ending::Code(0)
+        } else {
+            match main {
+                // Transparent: the parent reads the app's own death (not as PID 1, which cannot).
+                Some(status @ Status::Signaled(sig, _)) if !pid1 && code == status.code() && self.reraise_signal_death => {
+                    Ending::Signal(sig)
+                }
+                _ => Ending::Code(code),
+            }
+        }
+    }
+
     /// The log level after `verbose` `-v` and `quiet` `-q` flags.
     pub fn log_level(&self, verbose: usize, quiet: usize) -> LevelFilter {
         let at = (self.log_default + verbose).saturating_sub(quiet);
@@ -460,6 +511,29 @@ mod tests {
         assert_eq!([enoent, eacces, enoexec].map(|e| LASTCALL.exec_failure_code(e)), [127, 126, 126]);
         assert_eq!([enoent, eacces, enoexec].map(|e| TINI.exec_failure_code(e)), [127, 126, 1]);
         assert_eq!([enoent, eacces, enoexec].map(|e| DUMB_INIT.exec_failure_code(e)), [2, 2, 2]);
+    }
+
+    #[test]
+    fn endings_follow_each_peer() {
+        let term = Some(Status::Signaled(Sig::TERM, false));
+        // Not PID 1: lastcall dies of the app's signal; the peers exit 128+N.
+        assert_eq!(LASTCALL.ending(143, term, false, &[]), Ending::Signal(Sig::TERM));
+        assert_eq!(TINI.ending(143, term, false, &[]), Ending::Code(143));
+        assert_eq!(DUMB_INIT.ending(143, term, false, &[]), Ending::Code(143));
+        // PID 1 cannot kill itself; a code other than the app's (the escalation's 137) is kept.
+        assert_eq!(LASTCALL.ending(143, term, true, &[]), Ending::Code(143));
+        assert_eq!(LASTCALL.ending(137, term, false, &[]), Ending::Code(137));
+        assert_eq!(LASTCALL.ending(3, Some(Status::Exited(3)), false, &[]), Ending::Code(3));
+        assert_eq!(LASTCALL.ending(125, None, false, &[]), Ending::Code(125));
+        // `-e` maps a code to 0 before anything else.
+        assert_eq!(LASTCALL.ending(143, term, false, &[143]), Ending::Code(0));
+        assert_eq!(TINI.ending(3, Some(Status::Exited(3)), true, &[3]), Ending::Code(0));
+        assert_eq!([Ending::Code(3), Ending::Signal(Sig::TERM)].map(Ending::code), [3, 143]);
+        // Only tini's exec failure is its child's code, which `-e` maps.
+        assert_eq!(TINI.start_failure_exit(127, true, &[127]), 0);
+        assert_eq!(TINI.start_failure_exit(1, false, &[1]), 1);
+        assert_eq!(LASTCALL.start_failure_exit(127, true, &[127]), 127);
+        assert_eq!(DUMB_INIT.start_failure_exit(2, true, &[2]), 2);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The supervisor's set-up: `run()` wires the configuration, the signals, the child, the ready
 //! file, the health endpoint, the notify relay and the OOM counter into one `Supervisor`, starts
-//! the command, runs the loop (`event_loop`) and turns its code into lastcall's ending. The sweep
-//! (signal-all, kill-all, the /proc walk) is `sweep`. No threads and no periodic timer: with no
-//! deadline pending, lastcall sleeps until something arrives.
+//! the command, runs the loop (`event_loop`) and hands back the ending the personality makes of
+//! its code (`Personality::ending`). The sweep (signal-all, kill-all, the /proc walk) is `sweep`.
+//! No threads and no periodic timer: with no deadline pending, lastcall sleeps until something
+//! arrives.
 //!
 //! May import: config, error, health, logging, machine, metrics, notify, oom, personality,
 //! procfs, ready, reap, signals, sys, child, nested, user.
@@ -15,7 +16,7 @@ use nix::sys::signal::SigSet;
 use nix::unistd::{getpid, Pid};
 
 use crate::config::{Config, Subreaper};
-use crate::error::{Ending, Error};
+use crate::error::Error;
 use crate::health::Health;
 use crate::logging;
 use crate::machine::{Policy, State};
@@ -23,7 +24,7 @@ use crate::metrics::Counters;
 use crate::notify::NotifyRelay;
 use crate::oom::OomCounter;
 use crate::ready::ReadyFile;
-use crate::personality::{ChildSignals, JobControl};
+use crate::personality::{ChildSignals, Ending, JobControl};
 use crate::signals::{Routes, Sig, Suspend};
 use crate::sys::{self, Detach};
 use crate::reap::Status;
@@ -214,22 +215,12 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     }
     let code = started.early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal_out_of_line(sig, sender));
     let code = code.unwrap_or_else(|| supervisor.event_loop());
-    let ending = if config.remap_exit.contains(&code) {
-        Ending::Code(0)
-    } else {
-        match supervisor.main_status {
-            // Transparent: the parent reads the app's own death (not as PID 1, which cannot).
-            Some(Status::Signaled(sig, _)) if !pid1 && code == 128 + sig.0 && config.personality.reraise_signal_death => {
-                Ending::Signal(sig)
-            }
-            _ => Ending::Code(code),
-        }
-    };
+    let ending = config.personality.ending(code, supervisor.main_status, pid1, &config.remap_exit);
     // json's last line; text has none (a peer's name prints nothing here).
     if logging::json() {
         match ending {
             Ending::Code(code) => info!(event = "exit", code = code; "exiting with {code}"),
-            Ending::Signal(sig) => info!(event = "exit", signal:% = sig, code = 128 + sig.0; "exiting by {sig}"),
+            Ending::Signal(sig) => info!(event = "exit", signal:% = sig, code = ending.code(); "exiting by {sig}"),
         }
     }
     Ok(ending)
@@ -253,13 +244,7 @@ fn fit_to_fd_limit(health: &mut Health) {
 fn exec_failed(config: &Config, e: Error) -> i32 {
     error!("{e}");
     let p = config.personality;
-    let code = e.exit_code_as(p);
-    let remapped = matches!(e, Error::Exec { .. }) && p.remap_exec_failure && config.remap_exit.contains(&code);
-    if remapped {
-        0
-    } else {
-        code
-    }
+    p.start_failure_exit(e.exit_code_as(p), matches!(e, Error::Exec { .. }), &config.remap_exit)
 }
 
 /// catatonit's pause mode: no command; reap whatever arrives, exit on a termination signal.
