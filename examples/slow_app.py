@@ -64,6 +64,10 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 64
 
+    def handle_error(self, request, client_address):
+        # One line, not a traceback: a client that hung up (curl -m) is not the app's failure.
+        log(f"request from {client_address[0]}:{client_address[1]} failed: {sys.exc_info()[1]!r}")
+
 
 def main():
     server = Server((os.environ.get("HOST", "127.0.0.1"), int(os.environ.get("PORT", "8080"))), Handler)
