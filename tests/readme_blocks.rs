@@ -12,7 +12,8 @@
 //! | (none) on `dockerfile`                   | built by the real dockerd's classic builder (`DOCKER_BUILDKIT=0 docker build`), see below |
 //! | `<!-- readme-test: fragment -->`         | only checks it parses (`bash -n`, the Dockerfile, YAML, unit syntax) |
 //! | `<!-- readme-test: skip REASON -->`      | checks it parses and prints the reason (a daemon to configure, a system path to install into, minutes of builds, the network) |
-//! | (none) on `yaml`, `ini`/`systemd`        | parsed: YAML (and a Compose file, one with `services:`, validated by `docker-compose config`), unit file syntax |
+//! | (none) on a Compose file (`services:`)   | validated by `docker-compose config`, then brought up against that dockerd (its init-path is lastcall) and stopped: each service's log must hold lastcall's timeline, each container exit 0 with the init |
+//! | (none) on other `yaml`, `ini`/`systemd`  | parsed: YAML, unit file syntax (the hosts suite runs the README's units verbatim under systemd) |
 //!
 //! The Dockerfile blocks are built with the hosts suite's own dockerd (tests/hosts/: a private
 //! data root under target/hosts-cache, no iptables, no bridge), under the machine-wide
@@ -21,8 +22,10 @@
 //! recipe `lastcall`, an `app` (busybox-static) and its `passwd` and `group`. No registry is
 //! reachable, so a FROM image that is not `scratch` gets a local stand-in tagged with its name
 //! (the busybox-static image), removed afterwards: every instruction of the block runs for real,
-//! on that stand-in. LASTCALL_HOSTS_SKIP=1 (a machine without root or dockerd) only parses them,
-//! loudly.
+//! on that stand-in. An `image:` of a Compose file that does not exist gets a stand-in app (a
+//! shell that drains on TERM), and the machine's lack of a bridge network a second Compose file
+//! with `network_mode: none`. LASTCALL_HOSTS_SKIP=1 (a machine without root or dockerd) only
+//! parses them, loudly.
 //!
 //! A block with no language is output or a diagram and is left alone. A marker that names no
 //! known kind, or one not followed by a fence, fails the test.
@@ -360,6 +363,15 @@ fn repo_copy() -> PathBuf {
     dir
 }
 
+/// A scratch directory removed when dropped (its `target` link goes, not what it points at).
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A block started in its own process group, killed with everything it started when dropped.
 struct Started(std::process::Child);
 
@@ -401,6 +413,7 @@ fn every_shell_block_runs() {
         return;
     }
     let dir = repo_copy();
+    let _removed = Removed(dir.clone());
     let mut failed = Vec::new();
     for (n, block) in runs {
         let log = dir.join(format!("block-{n}.log"));
@@ -635,15 +648,24 @@ impl Drop for Tagged<'_> {
     }
 }
 
-/// Builds every Dockerfile block that is not marked otherwise with the real dockerd.
+/// What a Compose block's `image:` gets when no such image exists: the busybox-static image
+/// running a shell that says when it is ready and drains for a second on TERM.
+const STAND_IN_APP: &str = "FROM lc-busybox\nCMD [\"sh\", \"-c\", \"trap 'echo stand-in got TERM; sleep 1; echo stand-in drained; exit 0' TERM; \
+                            echo stand-in ready; while :; do sleep 1 & wait $!; done\"]\n";
+
+/// Builds every Dockerfile block and brings up every Compose file that is not marked otherwise,
+/// with the real dockerd (one daemon for both).
 #[test]
-fn every_dockerfile_block_builds() {
-    let blocks: Vec<Block> = all_blocks().into_iter().filter(|b| matches!(b.lang.as_str(), "dockerfile" | "docker") && b.marker == Marker::None).collect();
-    if blocks.is_empty() {
+fn every_docker_block_runs() {
+    let all = all_blocks();
+    let dockerfiles: Vec<&Block> = all.iter().filter(|b| matches!(b.lang.as_str(), "dockerfile" | "docker") && b.marker == Marker::None).collect();
+    let composes: Vec<&Block> =
+        all.iter().filter(|b| matches!(b.lang.as_str(), "yaml" | "yml") && b.marker == Marker::None && b.text.lines().any(|l| l.starts_with("services:"))).collect();
+    if dockerfiles.is_empty() && composes.is_empty() {
         return;
     }
     if std::env::var_os("LASTCALL_HOSTS_SKIP").is_some_and(|v| v == "1") {
-        eprintln!("LASTCALL_HOSTS_SKIP=1: {} Dockerfile blocks only parsed, not built", blocks.len());
+        eprintln!("LASTCALL_HOSTS_SKIP=1: {} Dockerfile and {} Compose blocks only parsed, not run", dockerfiles.len(), composes.len());
         return;
     }
     let _machine = machine_hosts_lock();
@@ -652,14 +674,14 @@ fn every_dockerfile_block_builds() {
     let context = support::Scratch::new("readme-ctx");
     docker_context(context.path());
     let mut tagged = Tagged { docker, names: Vec::new() };
-    for image in blocks.iter().flat_map(|b| base_images(&b.text)) {
+    for image in dockerfiles.iter().flat_map(|b| base_images(&b.text)) {
         if !tagged.names.contains(&image) && !docker.output(&["image", "inspect", &image]).status.success() {
             docker.ok(&["tag", "lc-busybox", &image]);
             tagged.names.push(image);
         }
     }
     let mut failed = Vec::new();
-    for (n, block) in blocks.iter().enumerate() {
+    for (n, block) in dockerfiles.iter().enumerate() {
         let file = context.path().join(format!("Dockerfile.block-{n}"));
         fs::write(&file, &block.text).unwrap();
         let tag = format!("lc-readme-block-{n}");
@@ -671,5 +693,75 @@ fn every_dockerfile_block_builds() {
             failed.push(format!("{}: docker build: {}\n{}{}", block.place(), out.status, block.text, String::from_utf8_lossy(&out.stderr)));
         }
     }
+    for (n, block) in composes.iter().enumerate() {
+        match compose_up_and_stop(docker, &mut tagged, block, n) {
+            Ok(()) => eprintln!("{}: up, then stopped through lastcall", block.place()),
+            Err(e) => failed.push(format!("{}: {e}\n{}", block.place(), block.text)),
+        }
+    }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// `docker-compose up -d` of the block as written, `docker-compose stop`, and each service's
+/// log must hold lastcall's timeline, each container exiting 0 with Docker's init. The one
+/// change is this machine's: it has no bridge network, so a second file (Compose merges it in)
+/// puts each service on `network_mode: none`.
+fn compose_up_and_stop(docker: &docker::Docker, tagged: &mut Tagged<'_>, block: &Block, n: usize) -> Result<(), String> {
+    let dir = support::Scratch::new(&format!("readme-compose-{n}"));
+    fs::write(dir.path().join("docker-compose.yml"), &block.text).unwrap();
+    let project = format!("lcreadme{}x{n}", std::process::id());
+    let compose = |args: &[&str]| {
+        support::output(
+            Command::new("docker-compose")
+                .current_dir(dir.path())
+                .env("DOCKER_HOST", docker.host())
+                .args(["--ansi", "never", "-p", &project, "-f", "docker-compose.yml", "-f", "no-network.yml"])
+                .args(args),
+            120 * support::SEC,
+        )
+    };
+    let lines = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect::<Vec<_>>();
+    // Compose merges only files of one version: the block's, or the one it assumes without one.
+    let version = block.text.lines().find(|l| l.starts_with("version:")).unwrap_or("version: \"3.9\"");
+    fs::write(dir.path().join("no-network.yml"), format!("{version}\nservices: {{}}\n")).unwrap();
+    let services = lines(&compose(&["config", "--services"]));
+    let overrides: String = services.iter().map(|s| format!("  {s}:\n    network_mode: none\n")).collect();
+    fs::write(dir.path().join("no-network.yml"), format!("{version}\nservices:\n{overrides}")).unwrap();
+    let config = String::from_utf8_lossy(&compose(&["config"]).stdout).into_owned();
+    for image in config.lines().filter_map(|l| l.trim().strip_prefix("image: ")) {
+        if !tagged.names.iter().any(|t| t == image) && !docker.output(&["image", "inspect", image]).status.success() {
+            docker.build(image, STAND_IN_APP, &[]);
+            tagged.names.push(image.to_string());
+        }
+    }
+    struct Down<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            (self.0)(&["down", "-t", "1"]);
+        }
+    }
+    let _down = Down(&compose);
+    let up = compose(&["up", "-d"]);
+    if !up.status.success() {
+        return Err(format!("docker-compose up: {}", String::from_utf8_lossy(&up.stderr)));
+    }
+    let logs = || String::from_utf8_lossy(&compose(&["logs", "--no-color"]).stdout).into_owned();
+    wait_until(Duration::from_secs(30), "every service ready", || (logs().matches("stand-in ready").count() >= services.len()).then_some(()));
+    let stop = compose(&["stop"]);
+    if !stop.status.success() {
+        return Err(format!("docker-compose stop: {}", String::from_utf8_lossy(&stop.stderr)));
+    }
+    let log = logs();
+    // Compose prefixes each line with the container, `SERVICE_1  | `.
+    for service in &services {
+        let own: String = log.lines().filter(|l| l.starts_with(&format!("{service}_"))).map(|l| format!("{l}\n")).collect();
+        if !["received SIGTERM", "pre-stop ended", "child exited with status 0"].iter().all(|entry| own.contains(entry)) {
+            return Err(format!("{service}: no shutdown timeline in its log:\n{log}"));
+        }
+    }
+    let exits: Vec<String> = lines(&compose(&["ps", "-q"])).iter().map(|id| docker.ok(&["inspect", "-f", "{{.State.ExitCode}} {{.HostConfig.Init}}", id])).collect();
+    if exits.len() != services.len() || exits.iter().any(|e| e != "0 true") {
+        return Err(format!("exit codes and init: {exits:?}\n{log}"));
+    }
+    Ok(())
 }
