@@ -565,6 +565,19 @@ fn flock_holders(inode: u64) -> Vec<i32> {
         .collect()
 }
 
+#[test]
+fn a_lock_held_by_an_ancestor_is_recognised() {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let file = fs::File::create(scratch("readme-lock").join("lock")).unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+    assert_eq!(flock_holders(file.metadata().unwrap().ino()), vec![std::process::id() as i32]);
+    // SAFETY: getppid has no preconditions.
+    assert!(is_ancestor(unsafe { libc::getppid() }));
+    assert!(!is_ancestor(std::process::id() as i32), "a process is not its own ancestor");
+}
+
 fn is_ancestor(pid: i32) -> bool {
     let parent_of = |p: i32| -> Option<i32> {
         let stat = fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
