@@ -4,8 +4,14 @@
   PORT=8080 DELAY=1 DRAIN=1 python3 slow_app.py      (HOST=0.0.0.0 to listen beyond loopback)
 
 Every request sleeps DELAY seconds and logs START/FINISH with the in-flight count. With DRAIN=1
-it handles SIGTERM the graceful way: stop accepting, finish what is in flight, exit 0. Without
-it, SIGTERM kills it mid-request (the default action), which is what most apps do.
+it handles SIGTERM (and Ctrl-C's SIGINT) the graceful way: stop accepting, finish what is in
+flight, exit 0. Without it, either signal kills it mid-request (the default action, no
+traceback), which is what most apps do.
+
+Each log line carries the time since the app started, written as lastcall writes its own
+(`app: +1.234s ...`). lastcall hands the app its budget (LASTCALL_PRE_STOP_MS, LASTCALL_GRACE_MS)
+but no clock of its own, and its timeline counts from the first termination signal, which the
+app only learns of when the pre-stop is over: so the app's lines count from its own start.
 """
 import os
 import signal
@@ -16,12 +22,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DELAY = float(os.environ.get("DELAY", "1"))
+STARTED = time.monotonic()
 lock = threading.Lock()
 active = 0
 
 
 def log(msg):
-    sys.stderr.write(f"{time.monotonic():.3f} {msg}\n")
+    sys.stderr.write(f"app: +{time.monotonic() - STARTED:.3f}s {msg}\n")
     sys.stderr.flush()
 
 
@@ -57,6 +64,10 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 64
 
+    def handle_error(self, request, client_address):
+        # One line, not a traceback: a client that hung up (curl -m) is not the app's failure.
+        log(f"request from {client_address[0]}:{client_address[1]} failed: {sys.exc_info()[1]!r}")
+
 
 def main():
     server = Server((os.environ.get("HOST", "127.0.0.1"), int(os.environ.get("PORT", "8080"))), Handler)
@@ -65,6 +76,10 @@ def main():
             log(f"signal {signum} received: stop accepting, drain in-flight")
             threading.Thread(target=server.shutdown, daemon=True).start()
         signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+    else:
+        # Die of SIGINT as a C program would, rather than with Python's KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     log(f"listening on {server.server_address[1]} drain={os.environ.get('DRAIN') == '1'}")
     server.serve_forever()
     # serve_forever has returned: close the listener so new connections are refused, not queued.
