@@ -279,7 +279,7 @@ fn lastcalls_own_fork_and_fd_failures_exit_125() {
     let status = Command::new("sh").args(["-c", script, LASTCALL, &port]).stderr(Stdio::null()).status().unwrap();
     assert_eq!(status.code(), Some(125));
     // One pid: lastcall itself, so it cannot start another process.
-    let cgroup = PidsCgroup::new(1);
+    let cgroup = Cgroup::pids(1);
     let status = Command::new("sh")
         .args(["-c", r#"echo $$ > "$0" && exec "$1" -- true"#])
         .arg(cgroup.dir.join("cgroup.procs"))
@@ -308,16 +308,4 @@ fn pid_of_lastcall_in(unshare: i32) -> i32 {
         let pid = *descendants(unshare).first()?;
         (fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim() == "lastcall").then_some(pid)
     })
-}
-
-/// SIGKILLs a process and its descendants at the end of a test, even a failed one.
-struct KillTree(i32);
-
-impl Drop for KillTree {
-    fn drop(&mut self) {
-        for pid in descendants(self.0).into_iter().chain([self.0]) {
-            // SAFETY: kill takes plain integers.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
 }

@@ -1,5 +1,6 @@
 //! Processes: signals, liveness, waiting with a deadline, lastcall runs that clean up after
-//! themselves, /proc descendants and pids cgroups.
+//! themselves, /proc descendants, killing a tree (and guards that do it on drop), and cgroups of
+//! the test's own (pids, memory, or a plain one).
 #![allow(dead_code)]
 
 
@@ -70,6 +71,20 @@ pub enum Mode {
     Plain,
 }
 
+impl Mode {
+    /// The command that starts lastcall this way; its arguments follow.
+    pub fn command(&self) -> Command {
+        match self {
+            Mode::Pid1 => {
+                let mut c = Command::new("unshare");
+                c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
+                c
+            }
+            Mode::Plain => Command::new(LASTCALL),
+        }
+    }
+}
+
 pub struct Spec<'a> {
     pub mode: Mode,
     pub args: Vec<String>,
@@ -92,14 +107,7 @@ impl<'a> Spec<'a> {
     pub fn start(self) -> Run {
         let stderr_path = self.dir.join("lastcall.stderr");
         let stdout_path = self.dir.join("lastcall.stdout");
-        let mut cmd = match self.mode {
-            Mode::Pid1 => {
-                let mut c = Command::new("unshare");
-                c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
-                c
-            }
-            Mode::Plain => Command::new(LASTCALL),
-        };
+        let mut cmd = self.mode.command();
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(self.dir)
@@ -178,10 +186,7 @@ impl Drop for Run {
         if !self.try_exited() {
             if self.pid > 0 {
                 // A plain lastcall's descendants would outlive a SIGKILL to lastcall alone.
-                for pid in descendants(self.pid).into_iter().chain([self.pid]) {
-                    // SAFETY: kill takes plain integers.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
+                kill_tree(self.pid);
             }
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -206,17 +211,43 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     found
 }
 
+/// SIGKILLs `pid` and every descendant of it.
+pub fn kill_tree(pid: i32) {
+    for pid in descendants(pid).into_iter().chain([pid]) {
+        // SAFETY: kill takes plain integers.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// SIGKILLs a process and everything under it at the end of a test, even a failed one, if it is
+/// still there.
+pub struct KillTree(pub i32);
+
+impl Drop for KillTree {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            kill_tree(self.0);
+        }
+    }
+}
+
+/// A child of the test, killed with everything it started when the test ends, however it ends.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            kill_tree(self.0.id() as i32);
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Runs lastcall to completion with no input and returns (exit code, stdout, stderr).
 pub fn run_to_end<S: AsRef<OsStr>>(mode: Mode, args: &[S], env: &[(&str, &str)]) -> (i32, Vec<u8>, String) {
-    let mut cmd = match mode {
-        Mode::Pid1 => {
-            let mut c = Command::new("unshare");
-            c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
-            c
-        }
-        Mode::Plain => Command::new(LASTCALL),
-    };
-    let out = cmd
+    let out = mode
+        .command()
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -226,14 +257,15 @@ pub fn run_to_end<S: AsRef<OsStr>>(mode: Mode, args: &[S], env: &[(&str, &str)])
     (code, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-/// A pids cgroup of its own (cgroup v2 where it has the pids controller, else v1's), with `max`
-/// in pids.max, removed on drop with everything in it, even when the test fails.
-pub struct PidsCgroup {
+/// A cgroup of the test's own, removed on drop with everything in it, even when the test fails.
+pub struct Cgroup {
     pub dir: PathBuf,
 }
 
-impl PidsCgroup {
-    pub fn new(max: u32) -> PidsCgroup {
+impl Cgroup {
+    /// A pids cgroup (cgroup v2 where it has the pids controller, else v1's), with `max` in
+    /// pids.max.
+    pub fn pids(max: u32) -> Cgroup {
         let name = format!("lastcall-test-{}-{}", std::process::id(), monotonic_ns());
         // A cgroup2 root lists pids in cgroup.controllers (a hybrid host's /sys/fs/cgroup is a
         // tmpfs, where a "pids.max" would be a plain file); v1 has its own hierarchy.
@@ -249,11 +281,56 @@ impl PidsCgroup {
             }
             // Fails where the parent does not hand the pids controller down (subtree_control).
             if fs::write(dir.join("pids.max"), max.to_string()).is_ok() {
-                return PidsCgroup { dir };
+                return Cgroup { dir };
             }
             let _ = fs::remove_dir(&dir);
         }
         panic!("no pids cgroup controller to test with (tried cgroup v2 and /sys/fs/cgroup/pids)");
+    }
+
+    /// A memory cgroup with `limit` bytes and no swap (cgroup v1's memory hierarchy, else v2).
+    pub fn memory(limit: u64) -> Cgroup {
+        let name = format!("lastcall-test-oom-{}-{}", std::process::id(), monotonic_ns());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let v2_has_memory = fs::read_to_string(v2.join("cgroup.subtree_control")).is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+        let (dir, settings): (PathBuf, Vec<(&str, String)>) = if v1.join("memory.limit_in_bytes").exists() {
+            (
+                v1.join(&name),
+                vec![
+                    ("memory.limit_in_bytes", limit.to_string()),
+                    ("memory.memsw.limit_in_bytes", limit.to_string()),
+                    ("memory.swappiness", "0".into()),
+                ],
+            )
+        } else if v2_has_memory {
+            (v2.join(&name), vec![("memory.max", limit.to_string()), ("memory.swap.max", "0".into())])
+        } else {
+            panic!("no memory cgroup controller to test with (tried {} and {})", v1.display(), v2.display());
+        };
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        let cgroup = Cgroup { dir };
+        for (file, value) in settings {
+            // memsw and swap.max exist only with swap accounting; without it there is no swap to use.
+            if let Err(e) = fs::write(cgroup.dir.join(file), &value) {
+                assert!(file.contains("sw"), "{file}: {e}");
+            }
+        }
+        cgroup
+    }
+
+    /// A cgroup (v2) below the test's own, with no controller set up.
+    pub fn below_own(name: &str) -> Cgroup {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = mountinfo
+            .lines()
+            .find_map(|l| l.split_once(" - cgroup2 ").map(|(head, _)| head.split_whitespace().nth(4).unwrap().to_string()))
+            .expect("a cgroup2 mount");
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 path").trim_start_matches('/');
+        let dir = Path::new(&mount).join(own).join(format!("lastcall-test-{}-{name}", std::process::id()));
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        Cgroup { dir }
     }
 
     pub fn procs_file(&self) -> PathBuf {
@@ -267,7 +344,7 @@ impl PidsCgroup {
     }
 }
 
-impl Drop for PidsCgroup {
+impl Drop for Cgroup {
     fn drop(&mut self) {
         empty_and_remove_cgroup(&self.dir, || self.living());
     }
