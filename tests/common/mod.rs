@@ -1,9 +1,11 @@
 //! Running the built lastcall around fixture programs, as PID 1 of a new PID namespace or as a
 //! plain child, and waiting on what they report, with deadlines rather than sleeps. `proc`:
-//! processes (spawn, kill, wait with a deadline, pids cgroups); `net`: a free port and HTTP.
+//! processes (spawn, kill a tree, wait with a deadline, cgroups); `net`: a free port and HTTP;
+//! `nginx`: the one nginx configuration.
 #![allow(dead_code)]
 
 pub mod net;
+pub mod nginx;
 pub mod proc;
 // Not every suite uses both: the suites reach them as `common::NAME`.
 #[allow(unused_imports)]

@@ -219,6 +219,25 @@ pub fn kill_tree(pid: i32) {
     }
 }
 
+/// SIGTERM, then SIGKILL after `limit`, and wait for it to go (up to 5 s more). A process that is
+/// already gone is no error.
+pub fn stop_process(pid: i32, limit: Duration) {
+    // SAFETY: kill takes plain integers.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + limit;
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if alive(pid) {
+        // SAFETY: kill takes plain integers.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// SIGKILLs a process and everything under it at the end of a test, even a failed one, if it is
 /// still there.
 pub struct KillTree(pub i32);
