@@ -265,10 +265,8 @@ fn start_in(cgroup: &Cgroup, stderr: &Path, args: &[&str]) -> ChildGuard {
 /// Allocates and touches far more than 64 MiB.
 const HOG: &str = "x = b'a' * (512 << 20)";
 
-fn exit_code(guard: &mut ChildGuard) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    let status = wait_until(60 * SEC, "lastcall to exit", || guard.0.try_wait().unwrap());
-    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+fn exit_code_of(guard: &mut ChildGuard) -> i32 {
+    exit_code(wait_child(&mut guard.0, 60 * SEC))
 }
 
 /// The app OOM-killed in a 64 MiB memory cgroup: named in text, named in json (the line parses),
@@ -279,13 +277,13 @@ fn oom_killed_app_is_named_in_both_formats() {
     let cgroup = Cgroup::memory(64 << 20);
     let text = dir.join("text.stderr");
     let mut run = start_in(&cgroup, &text, &["--", "python3", "-c", HOG]);
-    assert_eq!(exit_code(&mut run), 128 + libc::SIGKILL);
+    assert_eq!(exit_code_of(&mut run), 128 + libc::SIGKILL);
     let log = fs::read_to_string(&text).unwrap();
     assert!(log.lines().any(|l| l == "lastcall: app killed by the OOM killer (limit 64 MiB)"), "{log}");
 
     let json = dir.join("json.stderr");
     let mut run = start_in(&cgroup, &json, &["--log-format", "json", "--", "python3", "-c", HOG]);
-    assert_eq!(exit_code(&mut run), 128 + libc::SIGKILL);
+    assert_eq!(exit_code_of(&mut run), 128 + libc::SIGKILL);
     let log = fs::read(&json).unwrap();
     assert!(parse_json_log(&log).iter().any(|e| e == "oom_kill"), "{}", String::from_utf8_lossy(&log));
     let log = String::from_utf8(log).unwrap();
@@ -312,7 +310,7 @@ fn oom_killed_orphan_is_a_warning_and_counted() {
     promtool_check(&m);
     assert_eq!(value(&m, "lastcall_oom_kills_total").as_deref(), Some("1"), "{m}");
     fs::write(dir.join("done"), "").unwrap();
-    assert_eq!(exit_code(&mut run), 5, "the app's own exit code");
+    assert_eq!(exit_code_of(&mut run), 5, "the app's own exit code");
     let log = fs::read_to_string(&stderr).unwrap();
     let line = log.lines().find(|l| l.contains("OOM")).unwrap();
     assert!(
@@ -341,7 +339,7 @@ fn oom_kill_under_a_peer_name_prints_nothing_extra() {
         .spawn()
         .unwrap();
     let mut run = ChildGuard(child);
-    assert_eq!(exit_code(&mut run), 128 + libc::SIGKILL);
+    assert_eq!(exit_code_of(&mut run), 128 + libc::SIGKILL);
     let log = fs::read_to_string(&stderr).unwrap();
     assert!(!log.contains("OOM"), "{log}");
 }

@@ -16,6 +16,9 @@
 //! differ, though a shell prints 143 for both), the order of the signals each process got, and
 //! whether the init wrote anything to stderr at all (the wording is each one's own: tini's
 //! `[WARN  tini (PID)]` lines, lastcall's `lastcall: warning:`).
+//!
+//! The harness is here; the scenarios are under tests/peers/: tini's, dumb-init's, at a terminal,
+//! and what an image gains (lastcall's variables under a peer's name, PID 1 of a container).
 
 mod common;
 

@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -30,10 +30,6 @@ fn lastcall(pid1: bool, args: &[&str]) -> Command {
     // SAFETY: the hook makes only system calls (async-signal-safe).
     unsafe { cmd.pre_exec(default_dispositions) };
     cmd
-}
-
-fn wait_status(child: &mut std::process::Child, limit: Duration) -> ExitStatus {
-    wait_until(limit, "lastcall to exit", || child.try_wait().unwrap())
 }
 
 #[test]
@@ -60,7 +56,7 @@ fn a_term_death_reaches_the_parent_as_a_term_death_and_lastcall_dumps_no_core() 
     let mut child = lastcall(false, &["--", "sleep", "30"]).current_dir(&dir).spawn().unwrap();
     wait_until(10 * SEC, "sleep to start", || descendants(child.id() as i32).first().copied());
     kill(child.id() as i32, libc::SIGTERM);
-    let status = wait_status(&mut child, 10 * SEC);
+    let status = wait_child(&mut child, 10 * SEC);
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
 
     // A crash: lastcall ends by SEGV too, but writes no core of its own even where cores are on.
@@ -107,7 +103,7 @@ fn fault_signals_from_another_process_reach_the_app() {
         }
         assert!(child.try_wait().unwrap().is_none(), "lastcall ended");
         kill(target, libc::SIGTERM);
-        wait_status(&mut child, 10 * SEC);
+        wait_child(&mut child, 10 * SEC);
     }
 }
 
@@ -207,7 +203,7 @@ fn after_socket_activation_a_closed_listener_refuses_connections() {
         other => panic!("a connect after the app closed its listener gave {other:?}"),
     }
     kill(activator.id() as i32, libc::SIGTERM);
-    wait_status(&mut activator, 10 * SEC);
+    wait_child(&mut activator, 10 * SEC);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! lastcall at its trust boundaries (issue 10), each with real processes: hostile values, a
 //! hostile local user next to the notify relay and the ready file, a log pipe nobody reads, and
-//! floods of health clients.
+//! floods of health clients. One file per boundary under tests/trust/; what they share is here.
 
 mod common;
 
@@ -26,9 +26,3 @@ use common::*;
 
 const SEC: Duration = Duration::from_secs(1);
 
-fn start(mode: Mode, dir: &Path, opts: &[&str], cmd: &[&str]) -> Run {
-    let mut spec = Spec::new(mode, dir, opts);
-    spec.args.push("--".into());
-    spec.args.extend(cmd.iter().map(|s| s.to_string()));
-    spec.start()
-}

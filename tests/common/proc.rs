@@ -39,6 +39,16 @@ pub fn wait_until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Opt
     }
 }
 
+/// Waits for a child of the test to exit, for at most `limit`.
+pub fn wait_child(child: &mut Child, limit: Duration) -> ExitStatus {
+    wait_until(limit, "lastcall to exit", || child.try_wait().unwrap())
+}
+
+/// An exit status as a shell gives it: the code, or 128+N after a death by signal N.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 /// The lines of a fixture's report file.
 pub fn lines(path: &Path) -> Vec<String> {
     fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
@@ -137,6 +147,14 @@ impl<'a> Spec<'a> {
     }
 }
 
+/// lastcall with `opts`, then `--` and `cmd`, started in `dir`.
+pub fn start(mode: Mode, dir: &Path, opts: &[&str], cmd: impl IntoIterator<Item = impl ToString>) -> Run {
+    let mut spec = Spec::new(mode, dir, opts);
+    spec.args.push("--".into());
+    spec.args.extend(cmd.into_iter().map(|s| s.to_string()));
+    spec.start()
+}
+
 impl Run {
     pub fn signal(&self, sig: i32) {
         assert!(self.pid > 0, "lastcall already exited");
@@ -148,13 +166,12 @@ impl Run {
         let status = match self.status {
             Some(s) => s,
             None => {
-                let child = &mut self.child;
-                let s = wait_until(limit, "lastcall to exit", || child.try_wait().unwrap());
+                let s = wait_child(&mut self.child, limit);
                 self.status = Some(s);
                 s
             }
         };
-        status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+        exit_code(status)
     }
 
     pub fn try_exited(&mut self) -> bool {
@@ -272,8 +289,7 @@ pub fn run_to_end<S: AsRef<OsStr>>(mode: Mode, args: &[S], env: &[(&str, &str)])
         .stdin(Stdio::null())
         .output()
         .expect("run lastcall");
-    let code = out.status.code().unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
-    (code, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    (exit_code(out.status), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// A cgroup of the test's own, removed on drop with everything in it, even when the test fails.

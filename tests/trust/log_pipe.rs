@@ -111,10 +111,9 @@ fn a_log_pipe_nobody_reads_does_not_stop_the_loop() {
     // The deadline: the app ignores TERM, so the SIGKILL after the 1 s grace ends it.
     let term = Instant::now();
     kill(pid, libc::SIGTERM);
-    let status = wait_until(10 * SEC, "lastcall to exit", || lastcall.try_wait().unwrap());
+    let status = wait_child(&mut lastcall, 10 * SEC);
     let took = term.elapsed();
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)), 137);
+    assert_eq!(exit_code(status), 137);
     assert!(took >= SEC && took < 3 * SEC, "exited {took:?} after TERM with a 1 s grace");
     drop(guard);
     drop(stderr);

@@ -70,9 +70,8 @@ fn the_notify_relay_relays_only_the_services_processes() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(fs::metadata(&socket_dir).unwrap().permissions().mode() & 0o777, 0o700);
     kill(lastcall.id() as i32, libc::SIGTERM);
-    let status = wait_until(10 * SEC, "lastcall to exit", || lastcall.try_wait().unwrap());
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)), 143);
+    let status = wait_child(&mut lastcall, 10 * SEC);
+    assert_eq!(exit_code(status), 143);
     assert!(!socket_dir.exists(), "{} left behind", socket_dir.display());
     let stderr = fs::read_to_string(dir.join("stderr")).unwrap();
     assert!(stderr.contains("dropped a notify message from a process outside the service"), "{stderr}");
