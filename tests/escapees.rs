@@ -24,10 +24,9 @@ fn a_setsid_fork_bomb_does_not_outlive_lastcall() {
     let dir = scratch("fork-bomb");
     let stderr = dir.join("lastcall.stderr");
     // The shell joins the cgroup and becomes lastcall, which is then a plain subreaper in it.
-    let mut lastcall = Command::new("sh")
-        .args(["-c", r#"echo $$ > "$0" && exec "$@""#])
-        .arg(cgroup.procs_file())
-        .args([LASTCALL, "--grace", "1s", "--", "perl", "-e", FORK_BOMB])
+    let mut lastcall = cgroup
+        .command(LASTCALL)
+        .args(["--grace", "1s", "--", "perl", "-e", FORK_BOMB])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(fs::File::create(&stderr).unwrap())

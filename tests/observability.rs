@@ -248,11 +248,8 @@ impl StartWith for Spec<'_> {
 /// lastcall with `args`, started inside `cgroup` (a shell moves itself in and execs it), its
 /// stderr in `stderr`.
 fn start_in(cgroup: &Cgroup, stderr: &Path, args: &[&str]) -> ChildGuard {
-    let procs = cgroup.procs_file();
-    let child = Command::new("sh")
-        .args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
-        .arg(&procs)
-        .arg(LASTCALL)
+    let child = cgroup
+        .command(LASTCALL)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -328,11 +325,8 @@ fn oom_kill_under_a_peer_name_prints_nothing_extra() {
     let tini = dir.join("tini");
     std::os::unix::fs::symlink(LASTCALL, &tini).unwrap();
     let stderr = dir.join("stderr");
-    let procs = cgroup.dir.join("cgroup.procs");
-    let child = Command::new("sh")
-        .args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
-        .arg(&procs)
-        .arg(&tini)
+    let child = cgroup
+        .command(&tini)
         .args(["--", "python3", "-c", HOG])
         .stdin(Stdio::null())
         .stderr(fs::File::create(&stderr).unwrap())

@@ -276,12 +276,7 @@ fn lastcalls_own_fork_and_fd_failures_exit_125() {
     assert_eq!(status.code(), Some(125));
     // One pid: lastcall itself, so it cannot start another process.
     let cgroup = Cgroup::pids(1);
-    let status = Command::new("sh")
-        .args(["-c", r#"echo $$ > "$0" && exec "$1" -- true"#])
-        .arg(cgroup.dir.join("cgroup.procs"))
-        .arg(LASTCALL)
-        .status()
-        .unwrap();
+    let status = cgroup.command(LASTCALL).args(["--", "true"]).status().unwrap();
     assert_eq!(status.code(), Some(125));
     // The command's own failures stay 126/127.
     assert_eq!(Command::new(LASTCALL).args(["--", "/no/such/program"]).stderr(Stdio::null()).status().unwrap().code(), Some(127));

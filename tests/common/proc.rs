@@ -372,6 +372,13 @@ impl Cgroup {
         self.dir.join("cgroup.procs")
     }
 
+    /// A command for `program` that runs inside the cgroup: a shell moves itself in and execs it.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", r#"echo $$ > "$0" && exec "$@""#]).arg(self.procs_file()).arg(program);
+        cmd
+    }
+
     /// The processes in the cgroup that are not zombies.
     pub fn living(&self) -> Vec<i32> {
         let text = fs::read_to_string(self.procs_file()).unwrap_or_default();
