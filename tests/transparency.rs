@@ -7,7 +7,7 @@ mod common;
 
 use std::fs;
 use std::io::ErrorKind;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -179,7 +179,7 @@ fn an_inherited_blocked_mask_survives_into_the_app() {
 fn after_socket_activation_a_closed_listener_refuses_connections() {
     let dir = scratch("socket-activation");
     let out = dir.join("report");
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     // The app takes one connection on the inherited listener (fd 3), closes the listener to
     // drain, and goes on running.
     let app = "import socket, sys, time\n\
@@ -270,7 +270,7 @@ fn lastcalls_own_fork_and_fd_failures_exit_125() {
     // needs to load its libc. With three, the health socket cannot be made: lastcall's own.
     let status = Command::new("sh").args(["-c", r#"ulimit -n 4; exec "$0" -- true"#, LASTCALL]).status().unwrap();
     assert_eq!(status.code(), Some(0));
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let port = free_port().to_string();
     let script = r#"ulimit -n 3; exec "$0" --health-listen "127.0.0.1:$1" -- true"#;
     let status = Command::new("sh").args(["-c", script, LASTCALL, &port]).stderr(Stdio::null()).status().unwrap();
     assert_eq!(status.code(), Some(125));
