@@ -353,7 +353,7 @@ fn probe_http_judges_the_status_as_the_kubelet_does() {
 
 #[test]
 fn probe_says_refused_when_nothing_listens() {
-    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = free_port();
     for url in [format!("http://127.0.0.1:{closed}/healthz"), format!("tcp://127.0.0.1:{closed}")] {
         let (exit, err, _) = probe(&[&url]);
         assert_eq!((exit, err), (1, format!("lastcall: probe failed: {url}: connection refused\n")));

@@ -20,21 +20,20 @@ while (1) { my $p = fork(); if (!defined $p) { select(undef, undef, undef, 0.05)
 
 #[test]
 fn a_setsid_fork_bomb_does_not_outlive_lastcall() {
-    let cgroup = PidsCgroup::new(300);
+    let cgroup = Cgroup::pids(300);
     let dir = scratch("fork-bomb");
     let stderr = dir.join("lastcall.stderr");
     // The shell joins the cgroup and becomes lastcall, which is then a plain subreaper in it.
-    let mut lastcall = Command::new("sh")
-        .args(["-c", r#"echo $$ > "$0" && exec "$@""#])
-        .arg(cgroup.procs_file())
-        .args([LASTCALL, "--grace", "1s", "--", "perl", "-e", FORK_BOMB])
+    let mut lastcall = cgroup
+        .command(LASTCALL)
+        .args(["--grace", "1s", "--", "perl", "-e", FORK_BOMB])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(fs::File::create(&stderr).unwrap())
         .spawn()
         .unwrap();
     let pid = lastcall.id() as i32;
-    let guard = KillOnDrop(pid);
+    let guard = KillTree(pid);
     wait_until(30 * SEC, "the fork bomb to fill the cgroup", || (cgroup.living().len() >= 250).then_some(()));
     kill(pid, libc::SIGTERM);
     let status = wait_until(60 * SEC, "lastcall to exit", || lastcall.try_wait().unwrap());
@@ -61,7 +60,7 @@ fn out_of_file_descriptors_lastcall_still_finds_and_kills_an_escapee() {
     spec.args = ["-v", "--grace", "2s", "--", "python3", &fixture(), "escape", &out.display().to_string()].map(String::from).to_vec();
     let mut run = spec.start();
     let escapee: i32 = wait_line(&out, "escapee ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
-    let _escapee = KillOnDrop(escapee);
+    let _escapee = KillTree(escapee);
     // No new fd for lastcall from now on: the limit is its lowest free descriptor.
     let held: Vec<i32> = fs::read_dir(format!("/proc/{}/fd", run.pid)).unwrap().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
     let lowest_free = (0..).find(|fd| !held.contains(fd)).unwrap() as u64;
@@ -72,18 +71,6 @@ fn out_of_file_descriptors_lastcall_still_finds_and_kills_an_escapee() {
     // The main child exits 0 by itself; the escapee ignores TERM and must be killed at the grace.
     assert_eq!(run.wait(20 * SEC), 0, "{}", run.stderr());
     assert!(!alive(escapee), "the escapee outlived lastcall: {}", run.stderr());
-}
-
-/// SIGKILLs a process at the end of the test if it is still there (a failed test leaves nothing).
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if alive(self.0) {
-            // SAFETY: kill takes plain integers.
-            unsafe { libc::kill(self.0, libc::SIGKILL) };
-        }
-    }
 }
 
 /// The init of a fresh PID namespace (so the host's pid counter is never touched): lastcall, not

@@ -15,19 +15,6 @@ use common::*;
 
 const SEC: Duration = Duration::from_secs(1);
 
-fn py(mode: &str, out: &Path, extra: &[&str]) -> Vec<String> {
-    let mut v = vec!["python3".to_string(), fixture(), mode.to_string(), out.display().to_string()];
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
-}
-
-fn start(mode: Mode, dir: &Path, opts: &[&str], cmd: Vec<String>) -> Run {
-    let mut spec = Spec::new(mode, dir, opts);
-    spec.args.push("--".into());
-    spec.args.extend(cmd);
-    spec.start()
-}
-
 fn wait_listening(port: u16) {
     wait_until(10 * SEC, "the health endpoint", || http_status(port, "/live"));
 }
@@ -51,7 +38,7 @@ fn the_ready_file_appears_once_the_app_runs_and_goes_at_the_first_signal() {
     let out = dir.join("report");
     let ready = dir.join("ready");
     let ready_arg = ready.display().to_string();
-    let mut run = start(Mode::Pid1, &dir, &["--ready-file", &ready_arg, "--pre-stop", "1s"], py("record", &out, &[]));
+    let mut run = start(Mode::Pid1, &dir, &["--ready-file", &ready_arg, "--pre-stop", "1s"], fixture_cmd("record", &out, &[]));
     wait_line(&out, "child ready", 10 * SEC);
     wait_until(5 * SEC, "the ready file", || ready.exists().then_some(()));
     assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".lastcall-")));
@@ -62,7 +49,7 @@ fn the_ready_file_appears_once_the_app_runs_and_goes_at_the_first_signal() {
     assert_eq!(run.wait(10 * SEC), 0);
 
     // On exit too, when the app ends by itself.
-    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg], vec!["sleep".into(), "0.5".into()]);
+    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg], ["sleep", "0.5"]);
     wait_until(5 * SEC, "the ready file", || ready.exists().then_some(()));
     assert_eq!(run.wait(10 * SEC), 0);
     assert!(!ready.exists());
@@ -83,7 +70,7 @@ fn with_health(name: &str, opts: &[&str], fixture_args: (&str, &[&str])) -> With
     let listen = format!("127.0.0.1:{port}");
     let mut all = vec!["--health-listen", listen.as_str()];
     all.extend_from_slice(opts);
-    let run = start(Mode::Pid1, &dir, &all, py(fixture_args.0, &out, fixture_args.1));
+    let run = start(Mode::Pid1, &dir, &all, fixture_cmd(fixture_args.0, &out, fixture_args.1));
     wait_line(&out, "child ready", 10 * SEC);
     wait_listening(port);
     WithHealth { run, out, port, listen }
@@ -257,7 +244,7 @@ fn running_out_of_file_descriptors_does_not_make_lastcall_spin() {
 fn a_term_to_quit_rewrite_reaches_the_app_as_quit() {
     let dir = scratch("rewrite");
     let out = dir.join("report");
-    let run = start(Mode::Pid1, &dir, &["--rewrite", "TERM:QUIT", "-r", "USR1:0"], py("record", &out, &["keep"]));
+    let run = start(Mode::Pid1, &dir, &["--rewrite", "TERM:QUIT", "-r", "USR1:0"], fixture_cmd("record", &out, &["keep"]));
     wait_line(&out, "child ready", 10 * SEC);
     run.signal(libc::SIGUSR1);
     run.signal(libc::SIGHUP);
@@ -273,7 +260,7 @@ fn a_term_to_quit_rewrite_reaches_the_app_as_quit() {
     let out = dir.join("report");
     let mut spec = Spec::new(Mode::Pid1, &dir, &[]).env("LASTCALL_REWRITE", "TERM:QUIT,INT:QUIT");
     spec.args.push("--".into());
-    spec.args.extend(py("record", &out, &["keep"]));
+    spec.args.extend(fixture_cmd("record", &out, &["keep"]));
     let mut run = spec.start();
     wait_line(&out, "child ready", 10 * SEC);
     run.signal(libc::SIGINT);
@@ -286,7 +273,7 @@ fn a_term_to_quit_rewrite_reaches_the_app_as_quit() {
 fn remap_exit_turns_143_into_0() {
     for mode in [Mode::Pid1, Mode::Plain] {
         let dir = scratch("remap");
-        let mut run = start(mode, &dir, &["-e", "143"], vec!["sleep".into(), "30".into()]);
+        let mut run = start(mode, &dir, &["-e", "143"], ["sleep", "30"]);
         wait_until(10 * SEC, "sleep to start", || {
             let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.pid)).ok()?;
             (!kids.trim().is_empty()).then_some(())
@@ -311,7 +298,7 @@ fn single_child_mode_keeps_the_signal_from_the_grandchild() {
             spec = spec.env(name, value);
         }
         spec.args.push("--".into());
-        spec.args.extend(py("record", &out, &["grandchild", "keep"]));
+        spec.args.extend(fixture_cmd("record", &out, &["grandchild", "keep"]));
         let run = spec.start();
         wait_line(&out, "child ready", 10 * SEC);
         wait_line(&out, "grandchild ready", 10 * SEC);
@@ -331,7 +318,7 @@ fn tini_subreaper_0_means_no_subreaper() {
         let out = dir.join("report");
         let mut spec = Spec::new(Mode::Plain, &dir, &[]).env("TINI_SUBREAPER", value);
         spec.args.push("--".into());
-        spec.args.extend(py("daemon", &out, &[]));
+        spec.args.extend(fixture_cmd("daemon", &out, &[]));
         let mut run = spec.start();
         let daemon: i32 = wait_line(&out, "daemon ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
         // "child ready" comes after the main child has reaped the daemon's parent, so the
@@ -462,7 +449,7 @@ fn probes_read_the_ready_file() {
     let ready_arg = ready.display().to_string();
     assert_eq!(probe(&["ready", "--ready-file", &ready_arg]), 1);
     let out = dir.join("report");
-    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg, "--pre-stop", "2s"], py("record", &out, &[]));
+    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg, "--pre-stop", "2s"], fixture_cmd("record", &out, &[]));
     wait_line(&out, "child ready", 10 * SEC);
     wait_until(10 * SEC, "ready", || (probe(&["ready", "--ready-file", &ready_arg]) == 0).then_some(()));
     run.signal(libc::SIGTERM);
@@ -504,7 +491,7 @@ fn setup_problems_are_clear_errors_at_start() {
 #[test]
 fn setsid_mode_stops_the_child_and_itself_on_tstp() {
     let dir = scratch("jobcontrol");
-    let mut run = start(Mode::Plain, &dir, &["--setsid"], vec!["sleep".into(), "30".into()]);
+    let mut run = start(Mode::Plain, &dir, &["--setsid"], ["sleep", "30"]);
     let child: i32 = wait_until(10 * SEC, "the child", || {
         let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.pid)).ok()?;
         kids.split_whitespace().next()?.parse().ok()

@@ -18,6 +18,13 @@
 
 mod common;
 
+/// A file's cases, each written once: `cases![a, b]` runs the function `a` as the test "a", then `b`.
+macro_rules! cases {
+    ($($test:ident),* $(,)?) => {
+        &[$(crate::Case { name: stringify!($test), run: $test }),*]
+    };
+}
+
 #[path = "hosts/docker.rs"]
 mod docker;
 #[path = "hosts/others.rs"]
@@ -39,13 +46,22 @@ pub struct Case {
     pub run: fn(&mut Hosts),
 }
 
+/// Every file's cases, in the order they run.
+const CASES: &[&[Case]] = &[
+    docker::lifecycle::CASES,
+    docker::probes::CASES,
+    docker::terminal::CASES,
+    docker::apps::CASES,
+    others::CASES,
+    systemd::CASES,
+];
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: Vec<&Case> = docker::CASES
+    let cases: Vec<&Case> = CASES
         .iter()
-        .chain(others::CASES)
-        .chain(systemd::CASES)
+        .flat_map(|file| file.iter())
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
     if args.iter().any(|a| a == "--list") {

@@ -101,7 +101,7 @@ fn lastcall_under_tini_does_the_shutdown() {
     cmd.args(["-s", "--", LASTCALL, "--pre-stop", "500ms", "--", "python3", &fixture(), "record", out.to_str().unwrap()])
         .stdin(std::process::Stdio::null())
         .stderr(fs::File::create(dir.join("stderr")).unwrap());
-    let mut tini = Killed(cmd.spawn().expect("/usr/bin/tini: run scripts/setup-test-machine"));
+    let mut tini = common::ChildGuard(cmd.spawn().expect("/usr/bin/tini: run scripts/setup-test-machine"));
     wait_line(&out, "child ready", LIMIT);
     common::kill(tini.0.id() as i32, libc::SIGTERM);
     let status = common::wait_until(LIMIT, "tini to exit", || tini.0.try_wait().unwrap());
@@ -123,18 +123,4 @@ fn tini_under_lastcall_is_an_ordinary_command() {
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("pre-stop ended") && !log.contains(STEPS_ASIDE), "tini has no marker\n{log}");
     assert_eq!(common::count_lines(&out, "child signal 15 "), 1, "{log}");
-}
-
-/// A child killed when the test ends, whatever happened.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        for pid in common::descendants(self.0.id() as i32) {
-            // SAFETY: kill takes plain integers.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -72,7 +72,7 @@ fn json_log_every_line_parses() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(fs::File::create(dir.join("stderr")).unwrap());
-    let mut run = Guard(cmd.spawn().unwrap());
+    let mut run = ChildGuard(cmd.spawn().unwrap());
     let pid = run.0.id() as i32;
     wait_until(10 * SEC, "the app to start", || dir.join("ready").exists().then_some(()));
     kill(pid, libc::SIGHUP);
@@ -245,95 +245,25 @@ impl StartWith for Spec<'_> {
     }
 }
 
-/// A child killed with everything it started when the test ends, however it ends.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            for pid in descendants(self.0.id() as i32) {
-                // SAFETY: kill takes plain integers.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// A memory cgroup of the test's own with `limit` bytes and no swap (cgroup v1's memory
-/// hierarchy, else v2), removed on drop with everything in it, even when the test fails.
-struct MemoryCgroup {
-    dir: PathBuf,
-}
-
-impl MemoryCgroup {
-    fn new(limit: u64) -> MemoryCgroup {
-        let name = format!("lastcall-test-oom-{}-{}", std::process::id(), monotonic_ns());
-        let v1 = Path::new("/sys/fs/cgroup/memory");
-        let v2 = Path::new("/sys/fs/cgroup");
-        let v2_has_memory = fs::read_to_string(v2.join("cgroup.subtree_control")).is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
-        let (dir, settings): (PathBuf, Vec<(&str, String)>) = if v1.join("memory.limit_in_bytes").exists() {
-            (
-                v1.join(&name),
-                vec![
-                    ("memory.limit_in_bytes", limit.to_string()),
-                    ("memory.memsw.limit_in_bytes", limit.to_string()),
-                    ("memory.swappiness", "0".into()),
-                ],
-            )
-        } else if v2_has_memory {
-            (v2.join(&name), vec![("memory.max", limit.to_string()), ("memory.swap.max", "0".into())])
-        } else {
-            panic!("no memory cgroup controller to test with (tried {} and {})", v1.display(), v2.display());
-        };
-        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-        let cgroup = MemoryCgroup { dir };
-        for (file, value) in settings {
-            // memsw and swap.max exist only with swap accounting; without it there is no swap to use.
-            if let Err(e) = fs::write(cgroup.dir.join(file), &value) {
-                assert!(file.contains("sw"), "{file}: {e}");
-            }
-        }
-        cgroup
-    }
-
-    fn living(&self) -> Vec<i32> {
-        let text = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-        text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
-    }
-
-    /// lastcall with `args`, started inside the cgroup (a shell moves itself in and execs it),
-    /// its stderr in `stderr`.
-    fn start(&self, stderr: &Path, args: &[&str]) -> Guard {
-        let procs = self.dir.join("cgroup.procs");
-        let child = Command::new("sh")
-            .args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
-            .arg(&procs)
-            .arg(LASTCALL)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(stderr).unwrap())
-            .spawn()
-            .unwrap();
-        Guard(child)
-    }
-}
-
-impl Drop for MemoryCgroup {
-    fn drop(&mut self) {
-        empty_and_remove_cgroup(&self.dir, || self.living());
-    }
+/// lastcall with `args`, started inside `cgroup` (a shell moves itself in and execs it), its
+/// stderr in `stderr`.
+fn start_in(cgroup: &Cgroup, stderr: &Path, args: &[&str]) -> ChildGuard {
+    let child = cgroup
+        .command(LASTCALL)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(stderr).unwrap())
+        .spawn()
+        .unwrap();
+    ChildGuard(child)
 }
 
 /// Allocates and touches far more than 64 MiB.
 const HOG: &str = "x = b'a' * (512 << 20)";
 
-fn exit_code(guard: &mut Guard) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    let status = wait_until(60 * SEC, "lastcall to exit", || guard.0.try_wait().unwrap());
-    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+fn exit_code_of(guard: &mut ChildGuard) -> i32 {
+    exit_code(wait_child(&mut guard.0, 60 * SEC))
 }
 
 /// The app OOM-killed in a 64 MiB memory cgroup: named in text, named in json (the line parses),
@@ -341,16 +271,16 @@ fn exit_code(guard: &mut Guard) -> i32 {
 #[test]
 fn oom_killed_app_is_named_in_both_formats() {
     let dir = scratch("oom-app");
-    let cgroup = MemoryCgroup::new(64 << 20);
+    let cgroup = Cgroup::memory(64 << 20);
     let text = dir.join("text.stderr");
-    let mut run = cgroup.start(&text, &["--", "python3", "-c", HOG]);
-    assert_eq!(exit_code(&mut run), 128 + libc::SIGKILL);
+    let mut run = start_in(&cgroup, &text, &["--", "python3", "-c", HOG]);
+    assert_eq!(exit_code_of(&mut run), 128 + libc::SIGKILL);
     let log = fs::read_to_string(&text).unwrap();
     assert!(log.lines().any(|l| l == "lastcall: app killed by the OOM killer (limit 64 MiB)"), "{log}");
 
     let json = dir.join("json.stderr");
-    let mut run = cgroup.start(&json, &["--log-format", "json", "--", "python3", "-c", HOG]);
-    assert_eq!(exit_code(&mut run), 128 + libc::SIGKILL);
+    let mut run = start_in(&cgroup, &json, &["--log-format", "json", "--", "python3", "-c", HOG]);
+    assert_eq!(exit_code_of(&mut run), 128 + libc::SIGKILL);
     let log = fs::read(&json).unwrap();
     assert!(parse_json_log(&log).iter().any(|e| e == "oom_kill"), "{}", String::from_utf8_lossy(&log));
     let log = String::from_utf8(log).unwrap();
@@ -364,12 +294,12 @@ fn oom_killed_app_is_named_in_both_formats() {
 #[test]
 fn oom_killed_orphan_is_a_warning_and_counted() {
     let dir = scratch("oom-other");
-    let cgroup = MemoryCgroup::new(64 << 20);
+    let cgroup = Cgroup::memory(64 << 20);
     let stderr = dir.join("stderr");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let script = format!("(python3 -c \"{HOG}\" &); while [ ! -e {0}/done ]; do sleep 0.05; done; exit 5", dir.display());
-    let mut run = cgroup.start(&stderr, &["--health-listen", &listen, "--", "sh", "-c", &script]);
+    let mut run = start_in(&cgroup, &stderr, &["--health-listen", &listen, "--", "sh", "-c", &script]);
     wait_until(60 * SEC, "the warning", || {
         fs::read_to_string(&stderr).unwrap_or_default().contains("killed by the OOM killer").then_some(())
     });
@@ -377,7 +307,7 @@ fn oom_killed_orphan_is_a_warning_and_counted() {
     promtool_check(&m);
     assert_eq!(value(&m, "lastcall_oom_kills_total").as_deref(), Some("1"), "{m}");
     fs::write(dir.join("done"), "").unwrap();
-    assert_eq!(exit_code(&mut run), 5, "the app's own exit code");
+    assert_eq!(exit_code_of(&mut run), 5, "the app's own exit code");
     let log = fs::read_to_string(&stderr).unwrap();
     let line = log.lines().find(|l| l.contains("OOM")).unwrap();
     assert!(
@@ -391,22 +321,19 @@ fn oom_killed_orphan_is_a_warning_and_counted() {
 #[test]
 fn oom_kill_under_a_peer_name_prints_nothing_extra() {
     let dir = scratch("oom-tini");
-    let cgroup = MemoryCgroup::new(64 << 20);
+    let cgroup = Cgroup::memory(64 << 20);
     let tini = dir.join("tini");
     std::os::unix::fs::symlink(LASTCALL, &tini).unwrap();
     let stderr = dir.join("stderr");
-    let procs = cgroup.dir.join("cgroup.procs");
-    let child = Command::new("sh")
-        .args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
-        .arg(&procs)
-        .arg(&tini)
+    let child = cgroup
+        .command(&tini)
         .args(["--", "python3", "-c", HOG])
         .stdin(Stdio::null())
         .stderr(fs::File::create(&stderr).unwrap())
         .spawn()
         .unwrap();
-    let mut run = Guard(child);
-    assert_eq!(exit_code(&mut run), 128 + libc::SIGKILL);
+    let mut run = ChildGuard(child);
+    assert_eq!(exit_code_of(&mut run), 128 + libc::SIGKILL);
     let log = fs::read_to_string(&stderr).unwrap();
     assert!(!log.contains("OOM"), "{log}");
 }

@@ -74,12 +74,7 @@ impl Drop for Proc {
     /// TERM first, so that nginx and haproxy take their workers with them; KILL if that fails.
     fn drop(&mut self) {
         if self.running() {
-            // SAFETY: kill takes plain integers.
-            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-            let deadline = Instant::now() + 3 * SEC;
-            while self.running() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            stop_process(self.pid(), 3 * SEC);
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -105,46 +100,8 @@ fn start_app(port: u16, drain: bool, delay: &str, lastcall_args: Option<&[&str]>
     p
 }
 
-/// nginx in the foreground, proxying `port` to the app on `upstream`, the way the experiment did.
-fn nginx_config(dir: &Path, port: u16, upstream: u16) -> PathBuf {
-    let d = dir.display();
-    let conf = dir.join("nginx.conf");
-    fs::write(
-        &conf,
-        format!(
-            "daemon off;
-master_process on;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/nginx-error.log info;
-events {{ worker_connections 256; }}
-http {{
-  access_log {d}/nginx-access.log;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fastcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  upstream app {{ server 127.0.0.1:{upstream} max_fails=0; }}
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{
-      proxy_pass http://app;
-      proxy_next_upstream off;
-      proxy_connect_timeout 1s;
-      proxy_read_timeout 30s;
-    }}
-  }}
-}}
-"
-        ),
-    )
-    .unwrap();
-    conf
-}
-
 fn start_nginx(dir: &Path, port: u16, upstream: u16) -> Proc {
-    let conf = nginx_config(dir, port, upstream);
+    let conf = nginx::proxy_config(dir, &dir.display().to_string(), true, port, upstream);
     let mut cmd = Command::new("nginx");
     cmd.arg("-c").arg(&conf).arg("-p").arg(dir).stdout(Stdio::null()).stderr(Stdio::null());
     let p = Proc::spawn("nginx", &mut cmd);
@@ -420,7 +377,7 @@ fn nginx_under_lastcall_finishes_in_flight_requests_on_stop_with_term_rewritten_
     let mut results = Vec::new();
     for (title, rewrite) in [("nginx under lastcall --rewrite TERM:QUIT", true), ("nginx under lastcall, plain TERM", false)] {
         let proxy_port = free_port();
-        let conf = nginx_config(&dir, proxy_port, app_port);
+        let conf = nginx::proxy_config(&dir, &dir.display().to_string(), true, proxy_port, app_port);
         let mut cmd = Command::new("unshare");
         cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--", LASTCALL]);
         if rewrite {

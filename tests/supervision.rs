@@ -12,30 +12,11 @@ use common::*;
 
 const SEC: Duration = Duration::from_secs(1);
 
-fn py(mode: &str, out: &std::path::Path, extra: &[&str]) -> Vec<String> {
-    let mut v = vec!["python3".to_string(), fixture(), mode.to_string(), out.display().to_string()];
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
-}
-
-fn args(pre: &[&str], cmd: Vec<String>) -> Vec<String> {
-    let mut v: Vec<String> = pre.iter().map(|s| s.to_string()).collect();
-    v.push("--".into());
-    v.extend(cmd);
-    v
-}
-
-fn start(mode: Mode, dir: &std::path::Path, argv: Vec<String>) -> Run {
-    let mut spec = Spec::new(mode, dir, &[]);
-    spec.args = argv;
-    spec.start()
-}
-
 /// lastcall with `opts` around a fixture mode, once the fixture says it is ready; its report file.
 fn with_ready_fixture(name: &str, mode: Mode, opts: &[&str], fixture_mode: &str, extra: &[&str]) -> (Run, std::path::PathBuf) {
     let dir = scratch(name);
     let out = dir.join("report");
-    let run = start(mode, &dir, args(opts, py(fixture_mode, &out, extra)));
+    let run = start(mode, &dir, opts, fixture_cmd(fixture_mode, &out, extra));
     wait_line(&out, "child ready", 10 * SEC);
     (run, out)
 }
@@ -158,7 +139,7 @@ fn exit_codes_follow_the_child() {
 fn hundreds_of_orphans_are_reaped_and_no_zombie_is_left() {
     let dir = scratch("orphans");
     let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&[], py("orphans", &out, &["400"])));
+    let mut run = start(Mode::Pid1, &dir, &[], fixture_cmd("orphans", &out, &["400"]));
     assert_eq!(run.wait(30 * SEC), 0, "{}\n{:?}", run.stderr(), lines(&out));
     let report = wait_line(&out, "child zombies", SEC);
     assert!(report.starts_with("child zombies 0 "), "{report}");
@@ -229,7 +210,7 @@ fn a_term_ignoring_child_is_killed_at_the_grace_deadline_with_137() {
 fn a_termination_signal_during_the_grace_is_forwarded_again() {
     let dir = scratch("again");
     let out = dir.join("report");
-    let run = start(Mode::Pid1, &dir, args(&["--grace", "20s"], py("record", &out, &["keep"])));
+    let run = start(Mode::Pid1, &dir, &["--grace", "20s"], fixture_cmd("record", &out, &["keep"]));
     wait_line(&out, "child ready", 10 * SEC);
     run.signal(libc::SIGTERM);
     wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 5 * SEC);
@@ -242,7 +223,7 @@ fn a_termination_signal_during_the_grace_is_forwarded_again() {
 fn an_escaped_descendant_does_not_outlive_lastcall() {
     let dir = scratch("escape");
     let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "1s"], py("escape", &out, &[])));
+    let mut run = start(Mode::Pid1, &dir, &["--grace", "1s"], fixture_cmd("escape", &out, &[]));
     let ready = wait_line(&out, "escapee ready", 10 * SEC);
     let escapee_ns_pid: i32 = ready.split_whitespace().nth(2).unwrap().parse().unwrap();
     assert_ne!(escapee_ns_pid, 1);
@@ -257,7 +238,7 @@ fn not_as_pid_1_an_escaped_descendant_is_killed_before_lastcall_exits() {
     // As a plain subreaper nothing kills the escapee for lastcall: it must do it itself.
     let dir = scratch("escape-plain");
     let out = dir.join("report");
-    let mut run = start(Mode::Plain, &dir, args(&["-v", "--grace", "1s"], py("escape", &out, &[])));
+    let mut run = start(Mode::Plain, &dir, &["-v", "--grace", "1s"], fixture_cmd("escape", &out, &[]));
     let escapee: i32 = wait_line(&out, "escapee ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
     assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
     assert!(!alive(escapee), "the escapee outlived lastcall");
@@ -270,7 +251,7 @@ fn not_as_pid_1_an_escaped_descendant_is_killed_before_lastcall_exits() {
 fn workers_left_behind_by_the_main_child_get_the_stop_signal_and_time_to_finish() {
     let dir = scratch("linger");
     let out = dir.join("report");
-    let mut run = start(Mode::Pid1, &dir, args(&["--grace", "10s"], py("linger", &out, &[])));
+    let mut run = start(Mode::Pid1, &dir, &["--grace", "10s"], fixture_cmd("linger", &out, &[]));
     assert_eq!(run.wait(10 * SEC), 0, "{}", run.stderr());
     // The worker was told to stop and finished its work before lastcall (and so the namespace) ended.
     wait_line(&out, "worker term", SEC);
@@ -305,7 +286,7 @@ fn a_signal_sent_during_start_up_is_not_lost() {
 fn not_as_pid_1_orphaned_grandchildren_come_back_to_lastcall() {
     let dir = scratch("subreaper");
     let out = dir.join("report");
-    let mut run = start(Mode::Plain, &dir, args(&[], py("daemon", &out, &[])));
+    let mut run = start(Mode::Plain, &dir, &[], fixture_cmd("daemon", &out, &[]));
     let daemon: i32 = wait_line(&out, "daemon ready", 10 * SEC).split_whitespace().nth(2).unwrap().parse().unwrap();
     wait_line(&out, "child ready", 10 * SEC);
     let stat = fs::read_to_string(format!("/proc/{daemon}/stat")).unwrap();
@@ -321,7 +302,7 @@ fn not_as_pid_1_orphaned_grandchildren_come_back_to_lastcall() {
 fn idle_means_zero_wake_ups() {
     for mode in [Mode::Pid1, Mode::Plain] {
         let dir = scratch("idle");
-        let mut run = start(mode, &dir, vec!["--".into(), "sleep".into(), "60".into()]);
+        let mut run = start(mode, &dir, &[], ["sleep", "60"]);
         // Let start-up settle: the child is sleeping and lastcall is asleep waiting for a signal.
         wait_until(10 * SEC, "lastcall to block", || {
             let stat = fs::read_to_string(format!("/proc/{}/stat", run.pid)).ok()?;

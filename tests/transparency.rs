@@ -7,10 +7,10 @@ mod common;
 
 use std::fs;
 use std::io::ErrorKind;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -30,10 +30,6 @@ fn lastcall(pid1: bool, args: &[&str]) -> Command {
     // SAFETY: the hook makes only system calls (async-signal-safe).
     unsafe { cmd.pre_exec(default_dispositions) };
     cmd
-}
-
-fn wait_status(child: &mut std::process::Child, limit: Duration) -> ExitStatus {
-    wait_until(limit, "lastcall to exit", || child.try_wait().unwrap())
 }
 
 #[test]
@@ -60,7 +56,7 @@ fn a_term_death_reaches_the_parent_as_a_term_death_and_lastcall_dumps_no_core() 
     let mut child = lastcall(false, &["--", "sleep", "30"]).current_dir(&dir).spawn().unwrap();
     wait_until(10 * SEC, "sleep to start", || descendants(child.id() as i32).first().copied());
     kill(child.id() as i32, libc::SIGTERM);
-    let status = wait_status(&mut child, 10 * SEC);
+    let status = wait_child(&mut child, 10 * SEC);
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
 
     // A crash: lastcall ends by SEGV too, but writes no core of its own even where cores are on.
@@ -107,7 +103,7 @@ fn fault_signals_from_another_process_reach_the_app() {
         }
         assert!(child.try_wait().unwrap().is_none(), "lastcall ended");
         kill(target, libc::SIGTERM);
-        wait_status(&mut child, 10 * SEC);
+        wait_child(&mut child, 10 * SEC);
     }
 }
 
@@ -183,7 +179,7 @@ fn an_inherited_blocked_mask_survives_into_the_app() {
 fn after_socket_activation_a_closed_listener_refuses_connections() {
     let dir = scratch("socket-activation");
     let out = dir.join("report");
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     // The app takes one connection on the inherited listener (fd 3), closes the listener to
     // drain, and goes on running.
     let app = "import socket, sys, time\n\
@@ -207,7 +203,7 @@ fn after_socket_activation_a_closed_listener_refuses_connections() {
         other => panic!("a connect after the app closed its listener gave {other:?}"),
     }
     kill(activator.id() as i32, libc::SIGTERM);
-    wait_status(&mut activator, 10 * SEC);
+    wait_child(&mut activator, 10 * SEC);
 }
 
 #[test]
@@ -274,18 +270,13 @@ fn lastcalls_own_fork_and_fd_failures_exit_125() {
     // needs to load its libc. With three, the health socket cannot be made: lastcall's own.
     let status = Command::new("sh").args(["-c", r#"ulimit -n 4; exec "$0" -- true"#, LASTCALL]).status().unwrap();
     assert_eq!(status.code(), Some(0));
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let port = free_port().to_string();
     let script = r#"ulimit -n 3; exec "$0" --health-listen "127.0.0.1:$1" -- true"#;
     let status = Command::new("sh").args(["-c", script, LASTCALL, &port]).stderr(Stdio::null()).status().unwrap();
     assert_eq!(status.code(), Some(125));
     // One pid: lastcall itself, so it cannot start another process.
-    let cgroup = PidsCgroup::new(1);
-    let status = Command::new("sh")
-        .args(["-c", r#"echo $$ > "$0" && exec "$1" -- true"#])
-        .arg(cgroup.dir.join("cgroup.procs"))
-        .arg(LASTCALL)
-        .status()
-        .unwrap();
+    let cgroup = Cgroup::pids(1);
+    let status = cgroup.command(LASTCALL).args(["--", "true"]).status().unwrap();
     assert_eq!(status.code(), Some(125));
     // The command's own failures stay 126/127.
     assert_eq!(Command::new(LASTCALL).args(["--", "/no/such/program"]).stderr(Stdio::null()).status().unwrap().code(), Some(127));
@@ -308,16 +299,4 @@ fn pid_of_lastcall_in(unshare: i32) -> i32 {
         let pid = *descendants(unshare).first()?;
         (fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim() == "lastcall").then_some(pid)
     })
-}
-
-/// SIGKILLs a process and its descendants at the end of a test, even a failed one.
-struct KillTree(i32);
-
-impl Drop for KillTree {
-    fn drop(&mut self) {
-        for pid in descendants(self.0).into_iter().chain([self.0]) {
-            // SAFETY: kill takes plain integers.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
 }

@@ -1,9 +1,11 @@
 //! Running the built lastcall around fixture programs, as PID 1 of a new PID namespace or as a
 //! plain child, and waiting on what they report, with deadlines rather than sleeps. `proc`:
-//! processes (spawn, kill, wait with a deadline, pids cgroups); `net`: a free port and HTTP.
+//! processes (spawn, kill a tree, wait with a deadline, cgroups); `net`: a free port and HTTP;
+//! `nginx`: the one nginx configuration.
 #![allow(dead_code)]
 
 pub mod net;
+pub mod nginx;
 pub mod proc;
 // Not every suite uses both: the suites reach them as `common::NAME`.
 #[allow(unused_imports)]
@@ -12,13 +14,20 @@ pub use net::*;
 pub use proc::*;
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub const LASTCALL: &str = env!("CARGO_BIN_EXE_lastcall");
 
 pub fn fixture() -> String {
     format!("{}/tests/fixtures/app.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The fixture in `mode`, reporting to `out`, with `extra` arguments: a command for lastcall.
+pub fn fixture_cmd(mode: &str, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v = vec!["python3".to_string(), fixture(), mode.to_string(), out.display().to_string()];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
 }
 
 /// A fresh directory for one test's files.

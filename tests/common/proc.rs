@@ -1,5 +1,6 @@
 //! Processes: signals, liveness, waiting with a deadline, lastcall runs that clean up after
-//! themselves, /proc descendants and pids cgroups.
+//! themselves, /proc descendants, killing a tree (and guards that do it on drop), and cgroups of
+//! the test's own (pids, memory, or a plain one).
 #![allow(dead_code)]
 
 
@@ -38,6 +39,16 @@ pub fn wait_until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Opt
     }
 }
 
+/// Waits for a child of the test to exit, for at most `limit`.
+pub fn wait_child(child: &mut Child, limit: Duration) -> ExitStatus {
+    wait_until(limit, "lastcall to exit", || child.try_wait().unwrap())
+}
+
+/// An exit status as a shell gives it: the code, or 128+N after a death by signal N.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 /// The lines of a fixture's report file.
 pub fn lines(path: &Path) -> Vec<String> {
     fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
@@ -70,6 +81,20 @@ pub enum Mode {
     Plain,
 }
 
+impl Mode {
+    /// The command that starts lastcall this way; its arguments follow.
+    pub fn command(&self) -> Command {
+        match self {
+            Mode::Pid1 => {
+                let mut c = Command::new("unshare");
+                c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
+                c
+            }
+            Mode::Plain => Command::new(LASTCALL),
+        }
+    }
+}
+
 pub struct Spec<'a> {
     pub mode: Mode,
     pub args: Vec<String>,
@@ -92,14 +117,7 @@ impl<'a> Spec<'a> {
     pub fn start(self) -> Run {
         let stderr_path = self.dir.join("lastcall.stderr");
         let stdout_path = self.dir.join("lastcall.stdout");
-        let mut cmd = match self.mode {
-            Mode::Pid1 => {
-                let mut c = Command::new("unshare");
-                c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
-                c
-            }
-            Mode::Plain => Command::new(LASTCALL),
-        };
+        let mut cmd = self.mode.command();
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(self.dir)
@@ -129,6 +147,14 @@ impl<'a> Spec<'a> {
     }
 }
 
+/// lastcall with `opts`, then `--` and `cmd`, started in `dir`.
+pub fn start(mode: Mode, dir: &Path, opts: &[&str], cmd: impl IntoIterator<Item = impl ToString>) -> Run {
+    let mut spec = Spec::new(mode, dir, opts);
+    spec.args.push("--".into());
+    spec.args.extend(cmd.into_iter().map(|s| s.to_string()));
+    spec.start()
+}
+
 impl Run {
     pub fn signal(&self, sig: i32) {
         assert!(self.pid > 0, "lastcall already exited");
@@ -140,13 +166,12 @@ impl Run {
         let status = match self.status {
             Some(s) => s,
             None => {
-                let child = &mut self.child;
-                let s = wait_until(limit, "lastcall to exit", || child.try_wait().unwrap());
+                let s = wait_child(&mut self.child, limit);
                 self.status = Some(s);
                 s
             }
         };
-        status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+        exit_code(status)
     }
 
     pub fn try_exited(&mut self) -> bool {
@@ -178,10 +203,7 @@ impl Drop for Run {
         if !self.try_exited() {
             if self.pid > 0 {
                 // A plain lastcall's descendants would outlive a SIGKILL to lastcall alone.
-                for pid in descendants(self.pid).into_iter().chain([self.pid]) {
-                    // SAFETY: kill takes plain integers.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
+                kill_tree(self.pid);
             }
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -206,34 +228,79 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     found
 }
 
+/// SIGKILLs `pid` and every descendant of it.
+pub fn kill_tree(pid: i32) {
+    for pid in descendants(pid).into_iter().chain([pid]) {
+        // SAFETY: kill takes plain integers.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// SIGTERM, then SIGKILL after `limit`, and wait for it to go (up to 5 s more). A process that is
+/// already gone is no error.
+pub fn stop_process(pid: i32, limit: Duration) {
+    // SAFETY: kill takes plain integers.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + limit;
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if alive(pid) {
+        // SAFETY: kill takes plain integers.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// SIGKILLs a process and everything under it at the end of a test, even a failed one, if it is
+/// still there.
+pub struct KillTree(pub i32);
+
+impl Drop for KillTree {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            kill_tree(self.0);
+        }
+    }
+}
+
+/// A child of the test, killed with everything it started when the test ends, however it ends.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            kill_tree(self.0.id() as i32);
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Runs lastcall to completion with no input and returns (exit code, stdout, stderr).
 pub fn run_to_end<S: AsRef<OsStr>>(mode: Mode, args: &[S], env: &[(&str, &str)]) -> (i32, Vec<u8>, String) {
-    let mut cmd = match mode {
-        Mode::Pid1 => {
-            let mut c = Command::new("unshare");
-            c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]).arg(LASTCALL);
-            c
-        }
-        Mode::Plain => Command::new(LASTCALL),
-    };
-    let out = cmd
+    let out = mode
+        .command()
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("run lastcall");
-    let code = out.status.code().unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
-    (code, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    (exit_code(out.status), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-/// A pids cgroup of its own (cgroup v2 where it has the pids controller, else v1's), with `max`
-/// in pids.max, removed on drop with everything in it, even when the test fails.
-pub struct PidsCgroup {
+/// A cgroup of the test's own, removed on drop with everything in it, even when the test fails.
+pub struct Cgroup {
     pub dir: PathBuf,
 }
 
-impl PidsCgroup {
-    pub fn new(max: u32) -> PidsCgroup {
+impl Cgroup {
+    /// A pids cgroup (cgroup v2 where it has the pids controller, else v1's), with `max` in
+    /// pids.max.
+    pub fn pids(max: u32) -> Cgroup {
         let name = format!("lastcall-test-{}-{}", std::process::id(), monotonic_ns());
         // A cgroup2 root lists pids in cgroup.controllers (a hybrid host's /sys/fs/cgroup is a
         // tmpfs, where a "pids.max" would be a plain file); v1 has its own hierarchy.
@@ -249,15 +316,67 @@ impl PidsCgroup {
             }
             // Fails where the parent does not hand the pids controller down (subtree_control).
             if fs::write(dir.join("pids.max"), max.to_string()).is_ok() {
-                return PidsCgroup { dir };
+                return Cgroup { dir };
             }
             let _ = fs::remove_dir(&dir);
         }
         panic!("no pids cgroup controller to test with (tried cgroup v2 and /sys/fs/cgroup/pids)");
     }
 
+    /// A memory cgroup with `limit` bytes and no swap (cgroup v1's memory hierarchy, else v2).
+    pub fn memory(limit: u64) -> Cgroup {
+        let name = format!("lastcall-test-oom-{}-{}", std::process::id(), monotonic_ns());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let v2_has_memory = fs::read_to_string(v2.join("cgroup.subtree_control")).is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+        let (dir, settings): (PathBuf, Vec<(&str, String)>) = if v1.join("memory.limit_in_bytes").exists() {
+            (
+                v1.join(&name),
+                vec![
+                    ("memory.limit_in_bytes", limit.to_string()),
+                    ("memory.memsw.limit_in_bytes", limit.to_string()),
+                    ("memory.swappiness", "0".into()),
+                ],
+            )
+        } else if v2_has_memory {
+            (v2.join(&name), vec![("memory.max", limit.to_string()), ("memory.swap.max", "0".into())])
+        } else {
+            panic!("no memory cgroup controller to test with (tried {} and {})", v1.display(), v2.display());
+        };
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        let cgroup = Cgroup { dir };
+        for (file, value) in settings {
+            // memsw and swap.max exist only with swap accounting; without it there is no swap to use.
+            if let Err(e) = fs::write(cgroup.dir.join(file), &value) {
+                assert!(file.contains("sw"), "{file}: {e}");
+            }
+        }
+        cgroup
+    }
+
+    /// A cgroup (v2) below the test's own, with no controller set up.
+    pub fn below_own(name: &str) -> Cgroup {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = mountinfo
+            .lines()
+            .find_map(|l| l.split_once(" - cgroup2 ").map(|(head, _)| head.split_whitespace().nth(4).unwrap().to_string()))
+            .expect("a cgroup2 mount");
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 path").trim_start_matches('/');
+        let dir = Path::new(&mount).join(own).join(format!("lastcall-test-{}-{name}", std::process::id()));
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        Cgroup { dir }
+    }
+
     pub fn procs_file(&self) -> PathBuf {
         self.dir.join("cgroup.procs")
+    }
+
+    /// A command for `program` that runs inside the cgroup: a shell moves itself in and execs it.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", r#"echo $$ > "$0" && exec "$@""#]).arg(self.procs_file()).arg(program);
+        cmd
     }
 
     /// The processes in the cgroup that are not zombies.
@@ -267,7 +386,7 @@ impl PidsCgroup {
     }
 }
 
-impl Drop for PidsCgroup {
+impl Drop for Cgroup {
     fn drop(&mut self) {
         empty_and_remove_cgroup(&self.dir, || self.living());
     }

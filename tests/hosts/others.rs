@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 use crate::Case;
 
-pub const CASES: &[Case] = &[
-    Case { name: "compose_init_stops_three_services_together", run: compose_init_stops_three_services_together },
-    Case { name: "compose_init_true_with_a_lastcall_entrypoint", run: compose_init_true_with_a_lastcall_entrypoint },
-    Case { name: "podman_init_drains_and_reports_exit_codes", run: podman_init_drains_and_reports_exit_codes },
+pub const CASES: &[Case] = cases![
+    compose_init_stops_three_services_together,
+    compose_init_true_with_a_lastcall_entrypoint,
+    podman_init_drains_and_reports_exit_codes,
 ];
 
 /// A service of `image`, init: true, with lastcall's pre-stop and `environment` lines: an app

@@ -2,8 +2,7 @@
 //! run with deadlines; loopback HTTP; the cache under target/.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -168,27 +167,7 @@ pub fn ok(cmd: &mut Command, limit: Duration) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-pub use crate::common::free_port;
-
-/// `GET path` on 127.0.0.1:port: the status, or None when nothing answers.
-pub fn http_status(port: u16, path: &str) -> Option<u16> {
-    http_get(port, path, SEC).map(|(status, _)| status)
-}
-
-/// `GET path` on 127.0.0.1:port: the status and body, or None when no HTTP answer came.
-pub fn http_get(port: u16, path: &str, read_limit: Duration) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), SEC).ok()?;
-    s.set_read_timeout(Some(read_limit)).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").ok()?;
-    let mut response = String::new();
-    s.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, response.split("\r\n\r\n").nth(1).unwrap_or_default().to_string()))
-}
-
-pub fn wait_until<T>(limit: Duration, what: &str, check: impl FnMut() -> Option<T>) -> T {
-    crate::common::wait_until(limit, what, check)
-}
+pub use crate::common::{alive, free_port, http_get, http_status, stop_process, wait_until};
 
 /// The timeline lines of lastcall's log: each must appear exactly once.
 pub fn assert_timeline_once(log: &str, entries: &[&str]) {
@@ -198,38 +177,12 @@ pub fn assert_timeline_once(log: &str, entries: &[&str]) {
     }
 }
 
-/// Whether a process still exists (not a zombie).
-pub fn alive(pid: i32) -> bool {
-    crate::common::alive(pid)
-}
-
-pub fn kill(pid: i32, sig: i32) {
-    // SAFETY: kill takes plain integers.
-    unsafe { libc::kill(pid, sig) };
-}
-
 /// A pid recorded in a file under the cache by an earlier run, if that process is still there
 /// and is the program it should be: a run killed outright leaves its daemons behind.
 pub fn stale_pid(file: &Path, comm: &str) -> Option<i32> {
     let pid: i32 = fs::read_to_string(file).ok()?.trim().parse().ok()?;
     let name = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     (name.trim() == comm && alive(pid)).then_some(pid)
-}
-
-/// SIGTERM, then SIGKILL after `limit`, and wait for it to go.
-pub fn stop_process(pid: i32, limit: Duration) {
-    kill(pid, libc::SIGTERM);
-    let deadline = Instant::now() + limit;
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if alive(pid) {
-        kill(pid, libc::SIGKILL);
-        let deadline = Instant::now() + 5 * SEC;
-        while alive(pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 /// The command starts in a session of its own: a Ctrl-C at the terminal running the tests must

@@ -259,15 +259,15 @@ impl Drop for Nspawn {
     }
 }
 
-pub const CASES: &[Case] = &[
-    Case { name: "systemd_nginx_unit_holds_the_pre_stop_drains_a_download_and_reloads", run: systemd_nginx_unit_holds_the_pre_stop_drains_a_download_and_reloads },
-    Case { name: "systemd_kill_mode_control_group_does_not_hold_the_pre_stop", run: systemd_kill_mode_control_group_does_not_hold_the_pre_stop },
-    Case { name: "systemd_notify_ready_status_reloading_and_stopping_are_relayed", run: systemd_notify_ready_status_reloading_and_stopping_are_relayed },
-    Case { name: "systemd_notify_watchdog_is_relayed", run: systemd_notify_watchdog_is_relayed },
-    Case { name: "systemd_stopping_and_extend_timeout_rescue_a_short_timeout_stop_sec", run: systemd_stopping_and_extend_timeout_rescue_a_short_timeout_stop_sec },
-    Case { name: "systemd_socket_activation", run: systemd_socket_activation },
-    Case { name: "systemd_double_forked_daemon_is_adopted_and_stopped", run: systemd_double_forked_daemon_is_adopted_and_stopped },
-    Case { name: "systemd_stop_of_an_app_that_dies_of_term_leaves_the_unit_inactive", run: systemd_stop_of_an_app_that_dies_of_term_leaves_the_unit_inactive },
+pub const CASES: &[Case] = cases![
+    systemd_nginx_unit_holds_the_pre_stop_drains_a_download_and_reloads,
+    systemd_kill_mode_control_group_does_not_hold_the_pre_stop,
+    systemd_notify_ready_status_reloading_and_stopping_are_relayed,
+    systemd_notify_watchdog_is_relayed,
+    systemd_stopping_and_extend_timeout_rescue_a_short_timeout_stop_sec,
+    systemd_socket_activation,
+    systemd_double_forked_daemon_is_adopted_and_stopped,
+    systemd_stop_of_an_app_that_dies_of_term_leaves_the_unit_inactive,
 ];
 
 fn nginx_workers(m: &Nspawn) -> Vec<String> {

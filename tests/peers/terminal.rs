@@ -1,0 +1,66 @@
+//! At a terminal: bash with job control on a pty whose session the init leads (docker run -it).
+
+use super::*;
+
+/// Start a foreground job, Ctrl-Z it, `fg` it, Ctrl-C it, exit 5: every step must be seen.
+const JOB_CONTROL: &str = r#"[["bash-[0-9.]+[#$] ", "python3 JOB\n"], ["RUNNING", "\u001a"], ["Stopped", "fg\n"], ["CONTINUED", "\u0003"], ["bash-[0-9.]+[#$] ", "exit 5\n"]]"#;
+
+fn job_control_at_a_terminal(peer: Peer, args: &[&str]) {
+    let job = fixture("peer_job.py");
+    let script = JOB_CONTROL.replace("JOB", &job);
+    let mut full: Vec<&str> = args.to_vec();
+    full.extend(["bash", "--norc", "--noprofile", "-i"]);
+    let outcome = scenario(peer, &full).command(&[]).pty(&script).same(|run| {
+        run_output_after_exit(run);
+        let read = |name: &str| fs::read_to_string(run.dir.join(name)).unwrap_or_default();
+        let transcript = read("transcript");
+        vec![
+            format!("steps: {}", read("steps")),
+            format!("job control: {}", !transcript.contains("no job control")),
+        ]
+    });
+    assert_eq!(outcome.observed, ["steps: 5", "job control: true"], "{peer:?} {args:?}");
+    assert_eq!(outcome.code, 5);
+}
+
+#[test]
+fn tini_at_a_terminal() {
+    job_control_at_a_terminal(Peer::Tini, &["--"]);
+}
+
+#[test]
+fn dumb_init_single_child_at_a_terminal() {
+    job_control_at_a_terminal(Peer::DumbInit, &["-c"]);
+}
+
+/// dumb-init's default at a terminal: it gives the terminal up (TIOCNOTTY) so that the child's
+/// new session can take it, and ignores the SIGHUP and SIGCONT that the hand-off raises.
+#[test]
+fn dumb_init_setsid_mode_at_a_terminal() {
+    job_control_at_a_terminal(Peer::DumbInit, &[]);
+}
+
+/// dumb-init `-c` at a terminal, with no shell in between: its child stays in its process group,
+/// so Ctrl-Z reaches both. The group is orphaned (its session leader's parent is elsewhere), so
+/// the kernel discards the child's TSTP; dumb-init forwards it (discarded again) and stops
+/// itself. Ctrl-C likewise reaches both, and the child dies of it.
+#[test]
+fn dumb_init_single_child_keeps_the_child_in_its_group_at_a_terminal() {
+    let job = fixture("peer_job.py");
+    let outcome = scenario(Peer::DumbInit, &["-c", "python3", &job]).command(&[]).pty(r#"[["RUNNING", "\u001a"]]"#).same(|run| {
+        let main = wait_until(LIMIT, "the job", || {
+            let kids = fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.init_pid)).ok()?;
+            kids.split_whitespace().next()?.parse::<i32>().ok()
+        });
+        let mut seen = vec![run.wait_state("init after Ctrl-Z", run.init_pid, 'T')];
+        seen.push(format!("job {}", run.state(main)));
+        seen.push(format!("job in the init's group: {}", run.group_of(main) == run.group_of(run.init_pid)));
+        run.signal_init(libc::SIGCONT);
+        seen.push(run.wait_state("init after CONT", run.init_pid, 'S'));
+        run.signal_init(libc::SIGINT);
+        run_output_after_exit(run);
+        seen
+    });
+    assert_eq!(outcome.observed, ["init after Ctrl-Z T", "job S", "job in the init's group: true", "init after CONT S"]);
+    assert_eq!(outcome.code, 130);
+}

@@ -1,0 +1,189 @@
+//! The notify relay: only the service's processes are relayed, undeliverable messages give a
+//! handful of lines, a killed lastcall's directory is removed by the next, and no /proc is said.
+
+use super::*;
+
+/// Point 1: the notify relay speaks only for the service's processes. An unrelated user
+/// (nobody, via setpriv) and an unrelated root process send READY=1, WATCHDOG=trigger and
+/// STATUS=; none of it reaches the service manager, while the app's own messages and those of
+/// a process in lastcall's cgroup do.
+#[test]
+fn the_notify_relay_relays_only_the_services_processes() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = scratch("notify-trust");
+    let socket_path = dir.join("systemd.sock");
+    let systemd = UnixDatagram::bind(&socket_path).unwrap();
+    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let fifo = dir.join("go");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let addr_file = dir.join("addr");
+    let cgroup = Cgroup::below_own("notify");
+    let app = format!(
+        "echo \"$NOTIFY_SOCKET\" > {addr}; systemd-notify --ready; read x < {fifo}; systemd-notify STATUS=legit; exec sleep 30",
+        addr = addr_file.display(),
+        fifo = fifo.display()
+    );
+    let script = format!("echo $$ > {} && exec {LASTCALL} -- sh -c '{app}'", cgroup.procs_file().display());
+    let mut lastcall = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdin(Stdio::null())
+        .stderr(fs::File::create(dir.join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let mut recv = || -> String {
+        let n = systemd.recv(&mut buf).expect("a notification from the relay");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert!(recv().contains("READY=1"));
+    let addr = fs::read_to_string(&addr_file).unwrap().trim().to_string();
+    let notify = |prefix: &[&str], message: &str| {
+        let status = Command::new(prefix[0])
+            .args(&prefix[1..])
+            .env("NOTIFY_SOCKET", &addr)
+            .arg("sh")
+            .arg("-c")
+            .arg(format!("systemd-notify {message}; true"))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"];
+    notify(&nobody, "READY=1 STATUS=evil-nobody WATCHDOG=trigger EXTEND_TIMEOUT_USEC=999999999999");
+    notify(&["env"], "READY=1 STATUS=evil-root WATCHDOG=trigger");
+    // Not lastcall's descendant, but a member of its cgroup: systemd's NotifyAccess=all.
+    notify(&["sh", "-c", &format!("echo $$ > {} && exec \"$@\"", cgroup.procs_file().display()), "-"], "STATUS=cgroup-member");
+    fs::write(&fifo, "go\n").unwrap();
+    let mut received = Vec::new();
+    while !received.iter().any(|m: &String| m.contains("STATUS=legit")) {
+        received.push(recv());
+    }
+    assert!(received.iter().all(|m| !m.contains("evil")), "{received:?}");
+    assert!(received[0].contains("STATUS=cgroup-member"), "{received:?}");
+    assert_eq!(received.len(), 2, "{received:?}");
+    // The socket is a path in a directory only root may enter, and it goes when lastcall does.
+    assert!(addr.starts_with('/'), "{addr}");
+    let socket_dir = Path::new(&addr).parent().unwrap().to_path_buf();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(fs::metadata(&socket_dir).unwrap().permissions().mode() & 0o777, 0o700);
+    kill(lastcall.id() as i32, libc::SIGTERM);
+    let status = wait_child(&mut lastcall, 10 * SEC);
+    assert_eq!(exit_code(status), 143);
+    assert!(!socket_dir.exists(), "{} left behind", socket_dir.display());
+    let stderr = fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(stderr.contains("dropped a notify message from a process outside the service"), "{stderr}");
+}
+
+/// Point 8: an app sending 20,000 notify messages with no service manager listening gives a
+/// handful of warnings, not 20,000 lines.
+#[test]
+fn undeliverable_notify_messages_give_a_handful_of_lines() {
+    let dir = scratch("notify-flood");
+    let nobody_listens = dir.join("nothing.sock");
+    let app = "import os, socket\n\
+               s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+               addr = os.environ['NOTIFY_SOCKET'].replace('@', '\\0', 1).encode()\n\
+               for i in range(20000):\n    s.sendto(b'STATUS=%d' % i, addr)\n";
+    let start = Instant::now();
+    let (code, _, stderr) = run_to_end(
+        Mode::Plain,
+        &["python3", "-c", app],
+        &[("NOTIFY_SOCKET", &nobody_listens.display().to_string())],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(!lines.is_empty() && lines.len() <= 5, "{} lines: {:?}", lines.len(), &lines[..lines.len().min(5)]);
+    assert!(lines.iter().all(|l| l.contains("cannot notify the service manager")), "{lines:?}");
+    assert!(stderr.contains("more like it not shown"), "{stderr}");
+    assert!(start.elapsed() < 60 * SEC);
+}
+
+fn notify_dirs(base: &Path) -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<_> = fs::read_dir(base)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("lastcall-notify-"))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// A lastcall killed by SIGKILL leaves its notify directory behind; the next lastcall to use the
+/// same place removes it, because nobody holds its lock any more, while a live lastcall's
+/// directory and one of another user's stay (before: every SIGKILL left one for good).
+#[test]
+fn a_killed_lastcalls_notify_directory_is_removed_by_the_next() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = scratch("stale-notify");
+    let base = dir.join("runtime");
+    fs::create_dir(&base).unwrap();
+    let upstream_path = dir.join("upstream");
+    let _upstream = UnixDatagram::bind(&upstream_path).unwrap();
+    let upstream = upstream_path.display().to_string();
+    let runtime = base.display().to_string();
+    let start_one = |name: &str| {
+        let d = dir.join(name);
+        fs::create_dir(&d).unwrap();
+        Spec::new(Mode::Plain, &d, &["sleep", "30"]).env("NOTIFY_SOCKET", &upstream).env("RUNTIME_DIRECTORY", &runtime).start()
+    };
+    // One of another user's, named as lastcall names its own, with a socket in it.
+    let foreign = base.join("lastcall-notify-00000000deadbeef");
+    fs::create_dir(&foreign).unwrap();
+    drop(UnixDatagram::bind(foreign.join("notify")).unwrap());
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    fs::set_permissions(&foreign, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let mut killed = start_one("killed");
+    wait_until(10 * SEC, "the first notify directory", || (notify_dirs(&base).len() == 2).then_some(()));
+    let stale: Vec<_> = notify_dirs(&base).into_iter().filter(|d| *d != foreign).collect();
+    let mut live = start_one("live");
+    wait_until(10 * SEC, "the live one's directory", || (notify_dirs(&base).len() == 3).then_some(()));
+    for pid in descendants(killed.pid).into_iter().chain([killed.pid]) {
+        kill(pid, libc::SIGKILL);
+    }
+    assert_eq!(killed.wait(10 * SEC), 137);
+    assert!(stale[0].join("notify").exists(), "left behind");
+    let mut next = start_one("next");
+    // The next one's start-up removed the stale one, and made its own.
+    wait_until(10 * SEC, "the stale directory to go, and the next one's", || {
+        (!stale[0].exists() && notify_dirs(&base).len() == 3).then_some(())
+    });
+    let left = notify_dirs(&base);
+    assert!(left.contains(&foreign) && foreign.join("notify").exists());
+    for run in [&mut live, &mut next] {
+        run.signal(libc::SIGTERM);
+        assert_eq!(run.wait(10 * SEC), 143, "{}", run.stderr());
+    }
+    assert_eq!(notify_dirs(&base), vec![foreign], "each live one removed its own at exit");
+}
+
+/// Without /proc the relay cannot tell the service's processes from others, so it drops every
+/// message, and says so once (before: nothing said why).
+#[test]
+fn without_proc_dropped_notify_messages_are_said_once() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = scratch("notify-no-proc");
+    let upstream_path = dir.join("upstream");
+    let upstream = UnixDatagram::bind(&upstream_path).unwrap();
+    upstream.set_nonblocking(true).unwrap();
+    let sender = "import os, socket, time\n\
+                  s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+                  for i in range(20):\n    \
+                      s.sendto(b'STATUS=%d' % i, os.environ['NOTIFY_SOCKET'])\n    \
+                      time.sleep(0.01)\n";
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", r#"umount -l /proc && exec "$@""#, "sh", LASTCALL, "--", "python3", "-c", sender])
+        .env("NOTIFY_SOCKET", &upstream_path)
+        .env("RUNTIME_DIRECTORY", &dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("/proc cannot be read").count(), 1, "{stderr}");
+    assert!(!stderr.contains("outside the service"), "a misleading reason: {stderr}");
+    assert!(upstream.recv(&mut [0u8; 64]).is_err(), "a message was relayed without a check");
+}
