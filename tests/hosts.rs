@@ -18,13 +18,9 @@
 
 mod common;
 
-/// A file's cases, each written once: `cases![a, b]` runs the function `a` as the test "a", then `b`.
-macro_rules! cases {
-    ($($test:ident),* $(,)?) => {
-        &[$(crate::Case { name: stringify!($test), run: $test }),*]
-    };
-}
-
+#[macro_use]
+#[path = "hosts/cases.rs"]
+mod cases;
 #[path = "hosts/docker.rs"]
 mod docker;
 #[path = "hosts/others.rs"]
@@ -40,11 +36,7 @@ use std::time::Instant;
 
 use support::Hosts;
 
-/// One test: its name and what it runs against the hosts.
-pub struct Case {
-    pub name: &'static str,
-    pub run: fn(&mut Hosts),
-}
+pub use cases::Case;
 
 /// Every file's cases, in the order they run.
 const CASES: &[&[Case]] = &[

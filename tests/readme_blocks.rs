@@ -33,6 +33,10 @@
 mod common;
 
 // The hosts suite's dockerd, reused as it is: the same data root, lock, images and teardown.
+#[macro_use]
+#[path = "hosts/cases.rs"]
+#[allow(dead_code)]
+mod cases;
 #[path = "hosts/docker.rs"]
 #[allow(dead_code, unused_imports)]
 mod docker;
@@ -47,11 +51,7 @@ mod support;
 mod systemd;
 
 /// What the hosts suite's modules list their tests in; this file runs none of them.
-#[allow(dead_code)]
-pub struct Case {
-    pub name: &'static str,
-    pub run: fn(&mut support::Hosts),
-}
+pub use cases::Case;
 
 use std::fs;
 use std::path::{Path, PathBuf};

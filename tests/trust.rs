@@ -1,4 +1,4 @@
-//! lastcall at its trust boundaries (issue 10), each with real processes: hostile values, a
+//! lastcall at its trust boundaries, each with real processes: hostile values, a
 //! hostile local user next to the notify relay and the ready file, a log pipe nobody reads, and
 //! floods of health clients. One file per boundary under tests/trust/; what they share is here.
 
