@@ -10,11 +10,11 @@
 //! `ACCEPT_BATCH` connections are accepted per wake-up, so that the requests of those already
 //! accepted are read before a flood behind them could push them out.
 //!
-//! No poll: each socket has the kernel raise lastcall's socket signal when it becomes readable
-//! (`sys::signal_when_readable`), and the signal names the fd (`mark_readable`), so a pass reads
-//! only the connections that have something to read. A new connection is read at once, since
-//! what reached it before then raised nothing; most (a probe's request, a client that hung up)
-//! are done with there and never need the signal.
+//! No wait of its own: each socket has the kernel raise lastcall's socket signal when it becomes
+//! readable (`sys::signal_when_readable`), and the pass that signal starts looks at every
+//! connection at once (poll with a zero timeout) and reads only those with something to read.
+//! A new connection is read at once, since what reached it before then raised nothing; most (a
+//! probe's request, a client that hung up) are done with there and never need the signal.
 //!
 //! May import: machine, metrics, sys.
 
@@ -27,7 +27,7 @@ use log::debug;
 
 use crate::machine::later;
 use crate::metrics::Snapshot;
-use crate::sys::{self, Readable};
+use crate::sys;
 use nix::sys::socket::{accept4, listen, Backlog, SockFlag};
 use nix::unistd::Pid;
 
@@ -60,9 +60,9 @@ struct Conn {
     stream: TcpStream,
     request: Vec<u8>,
     deadline: Instant,
-    /// The kernel said it is readable (or a held request waits for its answer) since the last
-    /// read.
-    readable: bool,
+    /// Its request is read whole and waits for its answer (`read_and_answer`): nothing will
+    /// signal it again.
+    held: bool,
 }
 
 /// What the endpoint reports.
@@ -89,15 +89,6 @@ impl Health {
         self.listener.as_fd()
     }
 
-    /// What a socket signal said is readable: one connection, or (the listener's fd, or any
-    /// when the kernel lost track) all of them. A pass (`service`) reads those.
-    pub fn mark_readable(&mut self, which: Readable) {
-        for conn in &mut self.conns {
-            if which == Readable::Any || which == Readable::Fd(conn.stream.as_raw_fd()) {
-                conn.readable = true;
-            }
-        }
-    }
 
     /// Fits the connection budget to the fds left under the limit (`free`, once lastcall holds
     /// every fd of its own), keeping `spare` for /proc reads and the like. Returns the budget:
@@ -111,19 +102,27 @@ impl Health {
         self.conns.iter().map(|c| c.deadline).chain(self.accept_paused_until).min()
     }
 
-    /// Serves the connections marked readable, drops timed-out ones, and accepts new ones.
+    /// Serves the connections that are readable, drops timed-out ones, and accepts new ones.
     /// True when there is more to do at once: the accept batch ran out, or a request is held.
     pub fn service(&mut self, status: Status, metrics: &Snapshot<'_>, now: Instant) -> bool {
-        // Backwards, so that remove only moves connections already dealt with; it keeps the
-        // rest in the order they came, oldest first.
+        // One look at every connection rather than a read of each: the signal says only that
+        // one of them is readable. (On the stack: the pass allocates nothing.)
+        let mut looked = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; MAX_CONNECTIONS];
+        let looked_at = self.conns.len().min(MAX_CONNECTIONS);
+        for (slot, conn) in looked.iter_mut().zip(&self.conns) {
+            slot.fd = conn.stream.as_raw_fd();
+        }
+        let read_all = sys::ready_now(&mut looked[..looked_at]).is_err();
+        // Backwards, so that remove only moves connections already dealt with (which keeps
+        // `looked` lined up with the rest); it keeps them in the order they came, oldest first.
         let mut held = false;
         for i in (0..self.conns.len()).rev() {
             let conn = &mut self.conns[i];
-            let done = conn.readable && {
+            let readable = read_all || conn.held || i >= looked_at || looked[i].revents != 0;
+            let done = readable && {
                 let mut this_held = false;
                 let done = conn.read_and_answer(status, metrics, &mut this_held);
-                // A held request was read whole: nothing will signal it again.
-                conn.readable = this_held;
+                conn.held = this_held;
                 held |= this_held;
                 done
             };
@@ -149,7 +148,7 @@ impl Health {
         for _ in 0..ACCEPT_BATCH {
             match accept4(&self.listener, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC).map_err(io::Error::from) {
                 Ok(fd) => {
-                    let mut conn = Conn { stream: TcpStream::from(fd), request: Vec::new(), deadline: later(now, TIMEOUT), readable: false };
+                    let mut conn = Conn { stream: TcpStream::from(fd), request: Vec::new(), deadline: later(now, TIMEOUT), held: false };
                     let mut held = false;
                     // Most connections are done with here: a probe's request is already in,
                     // or a churning client has hung up. Only one still to send needs the
@@ -167,7 +166,7 @@ impl Health {
                             continue;
                         }
                     }
-                    conn.readable = held;
+                    conn.held = held;
                     if self.conns.len() >= self.budget.max(1) {
                         self.make_room(status, metrics);
                     }

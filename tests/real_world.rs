@@ -263,6 +263,7 @@ fn haproxy_config(dir: &Path, port: u16, servers: &[(&str, u16, u16, bool)]) -> 
 defaults
   mode http
   timeout connect 1s
+  timeout check 1s
   timeout client 10s
   timeout server 10s
   retries 0

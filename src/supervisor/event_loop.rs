@@ -71,10 +71,7 @@ impl Supervisor {
                 }
             };
             match woken {
-                Woken::Sockets(readable) => {
-                    if let Some(h) = &mut self.health {
-                        h.mark_readable(readable);
-                    }
+                Woken::Sockets => {
                     if let Some(code) = self.drain_socket_signals() {
                         return code;
                     }
@@ -122,9 +119,7 @@ impl Supervisor {
                         return self.on_child_exit(Some(main)).map_or(Woken::Again, Woken::Exit);
                     }
                 }
-                // Which socket is not asked here, off the signals' path: with no connection
-                // open (else the loop would have a deadline and not be here), any is cheap.
-                _ if sockets && sys::is_readiness(sig, code) => return Woken::Sockets(sys::Readable::Any),
+                _ if sockets && sys::is_readiness(sig, code) => return Woken::Sockets,
                 _ => return Woken::Signal(sig, sender),
             }
         }
@@ -172,7 +167,7 @@ impl Supervisor {
     /// Serves the sockets: relays what the notify socket holds, and answers, times out and
     /// accepts health connections (`Health::service`). Returns the health endpoint's next
     /// deadline. Each pass is bounded (`notify::BATCH` messages, `health::ACCEPT_BATCH`
-    /// connections, one read of each connection the kernel said is readable); the second value
+    /// connections, one read of each connection that is readable); the second value
     /// says a batch ran out and there may be more.
     #[cold]
     fn watch_sockets(&mut self, now: Instant) -> (Option<Instant>, bool) {
@@ -210,12 +205,8 @@ impl Supervisor {
         // The queue holds at most RLIMIT_SIGPENDING; a bound all the same.
         for _ in 0..4096 {
             match sys::wait_for_signal_until(&self.socket_signals, Some(Duration::ZERO)) {
-                Ok(Some((_, _, Some(readable)))) => {
-                    if let Some(h) = &mut self.health {
-                        h.mark_readable(readable);
-                    }
-                }
-                Ok(Some((sig, sender, None))) => {
+                Ok(Some((_, _, true))) => {}
+                Ok(Some((sig, sender, false))) => {
                     if let Some(code) = self.on_signal_out_of_line(sig, sender) {
                         return Some(code);
                     }

@@ -265,8 +265,8 @@ fn pause(handled: &SigSet) -> i32 {
 enum Woken {
     /// A signal for lastcall to act on, and its sender.
     Signal(Sig, libc::pid_t),
-    /// The kernel's word that a socket of lastcall's is readable, and which.
-    Sockets(sys::Readable),
+    /// The kernel's word that a socket of lastcall's is readable.
+    Sockets,
     /// The wait's own work (`Supervisor::wait_idle`) ended with lastcall's exit code.
     Exit(i32),
     /// Nothing to act on (a timeout), or nothing more: the deadlines may have changed.
@@ -278,9 +278,9 @@ impl Woken {
     /// `sockets`: whether lastcall has any; without, a signal that says a socket is readable is
     /// someone's (an fd the app set up to signal lastcall's pid) and is acted on as any other.
     #[inline(always)]
-    fn from(taken: nix::Result<Option<(Sig, libc::pid_t, Option<sys::Readable>)>>, sockets: bool) -> Woken {
+    fn from(taken: nix::Result<Option<(Sig, libc::pid_t, bool)>>, sockets: bool) -> Woken {
         match taken {
-            Ok(Some((_, _, Some(readable)))) if sockets => Woken::Sockets(readable),
+            Ok(Some((_, _, true))) if sockets => Woken::Sockets,
             Ok(Some((sig, sender, _))) => Woken::Signal(sig, sender),
             Ok(None) => Woken::Again,
             Err(e) => Woken::Failed(e),

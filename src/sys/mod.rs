@@ -26,7 +26,7 @@ use crate::signals::Sig;
 pub use self::signal::{
     block_handled, default_standard_dispositions, die_by_signal, handled_set, inherited_mask, is_readiness, kill, next_signal,
     pidfd_send_signal, set_signal_mask, signal_members, signal_set, socket_signal, take_dispositions, take_signal,
-    termination_pending, wait_for_signal, wait_for_signal_until, Readable,
+    termination_pending, wait_for_signal, wait_for_signal_until,
 };
 pub use self::spawn::{spawn, ChildExitCodes, Detach, ExecPlan, Ids, StartFailure, PID_VARIABLES};
 
@@ -152,6 +152,17 @@ pub fn wait_any_exited() -> nix::Result<Option<(Pid, libc::c_int)>> {
 /// fcntl's F_SETSIG (linux/fcntl.h: 10 on x86, arm and their 64-bit kin), which the libc crate
 /// leaves out for musl.
 const F_SETSIG: libc::c_int = 10;
+
+/// Which of `fds` are readable, hung up or in error right now (each entry's `revents`): poll
+/// with a zero timeout, a look rather than a wait.
+pub fn ready_now(fds: &mut [libc::pollfd]) -> io::Result<()> {
+    // SAFETY: poll reads and writes exactly fds.len() entries of the slice we borrow mutably;
+    // with a zero timeout it returns at once.
+    if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 /// Asks the kernel to send lastcall (`owner`) the socket signal whenever `fd` becomes readable
 /// (O_ASYNC, F_SETOWN, F_SETSIG), unless that is already set. True if it was new: what arrived

@@ -4,7 +4,7 @@
 //! May import: signals.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use nix::errno::Errno;
@@ -222,7 +222,7 @@ pub fn wait_for_signal(set: &SigSet) -> nix::Result<(Sig, libc::pid_t)> {
 /// passes the set to the kernel whole, 32-34 included.
 #[inline(always)]
 fn sigtimedwait(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t)>> {
-    sigtimedwait_info(set, timeout).map(|taken| taken.map(|(sig, sender, _, _)| (sig, sender)))
+    sigtimedwait_info(set, timeout).map(|taken| taken.map(|(sig, sender, _)| (sig, sender)))
 }
 
 /// Sleeps until one of the signals in `set` (all blocked) is pending and takes it: its number,
@@ -251,15 +251,14 @@ pub fn is_readiness(sig: Sig, code: libc::c_int) -> bool {
     code > 0 && (sig == socket_signal() || sig.0 == libc::SIGIO)
 }
 
-/// sigtimedwait, with the signal's si_code too, and the fd a kernel-raised socket signal names.
-/// Without a timeout, the system call is made directly (the idle wait, and so every signal's
-/// path); with one, through libc's wrapper, whose timespec follows the target's time ABI (32-bit
-/// targets have two system calls for it).
+/// sigtimedwait, with the signal's si_code too. Without a timeout, the system call is made
+/// directly (the idle wait, and so every signal's path); with one, through libc's wrapper, whose
+/// timespec follows the target's time ABI (32-bit targets have two system calls for it).
 #[inline(always)]
-fn sigtimedwait_info(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t, libc::c_int, RawFd)>> {
+fn sigtimedwait_info(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t, libc::c_int)>> {
     let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
     let taken = match timeout {
-        None => return next_signal(set).map(|(sig, sender, code)| Some((sig, sender, code, -1))),
+        None => return next_signal(set).map(Some),
         Some(t) => {
             // SAFETY: sigtimedwait reads the set we borrow and the timeout, and writes a whole
             // siginfo_t into ours.
@@ -272,51 +271,25 @@ fn sigtimedwait_info(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Res
         Ok(n) => {
             // SAFETY: the kernel copied a complete siginfo_t.
             let info = unsafe { info.assume_init_ref() };
-            // SAFETY: siginfo_t starts as PollInfo does and is larger (128 bytes); for a
-            // SIGPOLL-type signal the kernel filled si_band and si_fd, and for any other the
-            // bytes are still initialised (read only for the socket signal).
-            let fd = unsafe { (*(info as *const libc::siginfo_t as *const PollInfo)).fd };
             // SAFETY: si_pid reads its sender field, which is 0 for signals no process sent.
-            Ok(Some((Sig(n), unsafe { info.si_pid() }, info.si_code, fd)))
+            Ok(Some((Sig(n), unsafe { info.si_pid() }, info.si_code)))
         }
     }
-}
-
-/// The start of siginfo_t for a signal raised by a readable fd (si_band, si_fd), which the libc
-/// crate has no accessor for. The same on every target lastcall ships for: three ints, then the
-/// union, aligned as a long (offset 16 on 64-bit targets, 12 on 32-bit ones).
-#[repr(C)]
-struct PollInfo {
-    signo: libc::c_int,
-    errno: libc::c_int,
-    code: libc::c_int,
-    band: libc::c_long,
-    fd: libc::c_int,
-}
-
-/// Which of lastcall's sockets a readiness signal says is readable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Readable {
-    /// The socket signal names its fd.
-    Fd(RawFd),
-    /// SIGIO: the kernel's queue of socket signals overflowed, and which sockets is lost.
-    Any,
 }
 
 /// Like `wait_for_signal`, for the loop that also has deadlines and sockets: waits at most
 /// `timeout` (None: for as long as it takes) and returns None when it ran out. Also says
 /// whether the signal is the kernel's word that a socket of lastcall's is readable
-/// (`is_readiness`), and which, rather than one someone sent for the app.
+/// (`is_readiness`) rather than one someone sent for the app. Which socket is not asked of the
+/// signal (si_fd): qemu-user, which runs lastcall under `docker run --platform`, passes a
+/// real-time signal's fields on as sigqueue's, and si_fd arrived as 0 on armv7 and s390x.
 #[inline(always)]
-pub fn wait_for_signal_until(set: &SigSet, timeout: Option<std::time::Duration>) -> nix::Result<Option<(Sig, libc::pid_t, Option<Readable>)>> {
+pub fn wait_for_signal_until(set: &SigSet, timeout: Option<std::time::Duration>) -> nix::Result<Option<(Sig, libc::pid_t, bool)>> {
     let ts = timeout.map(|t| libc::timespec { tv_sec: t.as_secs().min(i32::MAX as u64) as _, tv_nsec: t.subsec_nanos() as _ });
     loop {
         match sigtimedwait_info(set, ts.as_ref()) {
             Err(Errno::EINTR) => continue,
-            Ok(Some((sig, sender, code, fd))) => {
-                let readable = is_readiness(sig, code).then(|| if sig == socket_signal() { Readable::Fd(fd) } else { Readable::Any });
-                return Ok(Some((sig, sender, readable)));
-            }
+            Ok(Some((sig, sender, code))) => return Ok(Some((sig, sender, is_readiness(sig, code)))),
             Ok(None) => return Ok(None),
             Err(e) => return Err(e),
         }
@@ -452,8 +425,8 @@ mod tests {
         let rt = wait_for_signal_until(&set, now).unwrap();
         set_signal_mask(libc::SIG_SETMASK, &before).unwrap();
         let me = std::process::id() as libc::pid_t;
-        assert_eq!(winch, Some((Sig(libc::SIGWINCH), me, None)));
-        assert_eq!(io, Some((Sig(libc::SIGIO), me, None)));
-        assert_eq!(rt, Some((socket_signal(), me, None)));
+        assert_eq!(winch, Some((Sig(libc::SIGWINCH), me, false)));
+        assert_eq!(io, Some((Sig(libc::SIGIO), me, false)));
+        assert_eq!(rt, Some((socket_signal(), me, false)));
     }
 }
