@@ -95,8 +95,8 @@ impl NotifyRelay {
                 return Ok(None);
             }
         };
-        let tag = sys::random_u64()?;
-        let (socket, name, dir) = match bind_private(tag) {
+        let tag = hex_tag(sys::random_u64()?);
+        let (socket, name, dir) = match bind_private(&tag) {
             Some((socket, dir, lock)) => {
                 if let Some((uid, gid)) = app {
                     open_to_the_app(&dir, uid, gid);
@@ -107,7 +107,7 @@ impl NotifyRelay {
             // A read-only system with no writable /run or /tmp: the credential check is still
             // there, the directory's fence is not.
             None => {
-                let name = format!("lastcall/notify/{tag:016x}");
+                let name = format!("lastcall/notify/{tag}");
                 warn!("no private directory for the notify socket; using the abstract @{name}");
                 (UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name)?)?, format!("@{name}"), None)
             }
@@ -267,13 +267,13 @@ impl Drop for NotifyRelay {
 /// name planted in advance cannot be taken over. The directory is locked (flock) before the
 /// socket is bound in it, and stays locked until lastcall is gone, however it goes: that is how
 /// `sweep_stale` tells a dead one's.
-fn bind_private(tag: u64) -> Option<(UnixDatagram, PathBuf, Locked)> {
+fn bind_private(tag: &str) -> Option<(UnixDatagram, PathBuf, Locked)> {
     let mut tried: Vec<PathBuf> = Vec::new();
     for base in bases() {
         if !base.is_absolute() || tried.contains(&base) {
             continue;
         }
-        let dir = base.join(format!("{STALE_PREFIX}{tag:016x}"));
+        let dir = base.join(format!("{STALE_PREFIX}{tag}"));
         tried.push(base);
         if fs::DirBuilder::new().mode(0o700).create(&dir).is_err() {
             continue;
@@ -340,6 +340,17 @@ fn open_to_the_app(dir: &Path, uid: u32, gid: u32) {
 
 const STALE_PREFIX: &str = "lastcall-notify-";
 
+/// `random` as 16 hex digits, leading zeros included, by a loop whose length does not depend on
+/// the value: the instruction-count guard (tests/instructions.rs) subtracts two runs' totals,
+/// and `{:016x}` costs more or less with the number of leading zeros.
+fn hex_tag(random: u64) -> String {
+    let mut digits = [0u8; 16];
+    for (i, digit) in digits.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[(random >> (60 - 4 * i)) as usize & 0xf];
+    }
+    String::from_utf8_lossy(&digits).into_owned()
+}
+
 /// A directory held open and locked; unlocked when dropped, or when lastcall is gone.
 type Locked = nix::fcntl::Flock<fs::File>;
 
@@ -370,8 +381,12 @@ fn sweep_stale(base: &Path, own: Option<&std::ffi::OsStr>) {
     let Ok(entries) = fs::read_dir(base) else { return };
     for entry in entries.flatten().take(4096) {
         let name = entry.file_name();
+        // Our own first: its random name would make the work below vary from run to run.
+        if own == Some(name.as_os_str()) {
+            continue;
+        }
         let Some(tag) = name.as_bytes().strip_prefix(STALE_PREFIX.as_bytes()) else { continue };
-        if tag.len() != 16 || !tag.iter().all(u8::is_ascii_hexdigit) || own == Some(name.as_os_str()) {
+        if tag.len() != 16 || !tag.iter().all(u8::is_ascii_hexdigit) {
             continue;
         }
         let dir = base.join(&name);
@@ -487,6 +502,13 @@ mod tests {
 
     fn filtered(message: &[u8]) -> Vec<u8> {
         filter(message)
+    }
+
+    #[test]
+    fn tags_are_16_hex_digits() {
+        assert_eq!(hex_tag(0), "0000000000000000");
+        assert_eq!(hex_tag(0x0123_4567_89ab_cdef), "0123456789abcdef");
+        assert_eq!(hex_tag(u64::MAX), "ffffffffffffffff");
     }
 
     #[test]
