@@ -296,9 +296,9 @@ fn bind_private(tag: &str) -> Option<(UnixDatagram, PathBuf, Locked)> {
 /// Where the private directory may go, best first: systemd's $RUNTIME_DIRECTORY (the unit's
 /// own), then /run or /dev/shm if it is a tmpfs, then /run and the temporary directory
 /// whatever they are. On a disk (ext4, a container's overlayfs) making and removing the
-/// directory and the socket journals inodes: 150 µs of start-up and exit on ext4, and a wait
-/// whenever the journal is committing, against 30 µs on tmpfs. Evaluated lazily: the first base
-/// that takes the directory ends the look-up.
+/// directory and the socket journals inodes: on ext4, 150 µs over start-up and exit, and up to
+/// 2 ms when the last close waits for a busy journal, against 30 µs on tmpfs. Evaluated lazily:
+/// the first base that takes the directory ends the look-up.
 fn bases() -> impl Iterator<Item = PathBuf> {
     let runtime = std::env::var_os("RUNTIME_DIRECTORY")
         .and_then(|dirs| dirs.as_bytes().split(|&b| b == b':').next().map(|d| PathBuf::from(std::ffi::OsStr::from_bytes(d))));
