@@ -61,14 +61,16 @@ pub struct NotifyRelay {
     /// The private directory holding our socket, removed on exit, and held open with an
     /// exclusive flock for as long as lastcall lives: see `sweep_stale`.
     dir: Option<(PathBuf, Locked)>,
-    /// What start-up leaves to the first pass, which comes once the app is started (`settle`):
-    /// only the socket must be there before the app runs.
+    /// Whether the sweep of the directory's base is still to do. Only the socket must be there
+    /// before the app runs: the sweep waits for the first pass (`settle`), the buffers below for
+    /// the first message (`allocate`).
     first_pass: bool,
     /// Who descends from lastcall, with verdicts cached.
     lineage: Lineage,
     /// lastcall's cgroup (v2), unless it is the root cgroup: `own_cgroup`.
     cgroup: Option<Option<Vec<u8>>>,
-    /// Buffers kept from one wake-up to the next: the loop allocates nothing per message.
+    /// Buffers kept from one wake-up to the next: the loop allocates nothing per message. Empty
+    /// until the first message.
     message: Vec<u8>,
     filtered: Vec<u8>,
     control: Vec<u8>,
@@ -149,6 +151,14 @@ impl NotifyRelay {
             self.first_pass = false;
             self.settle();
         }
+        if self.message.is_empty() {
+            // Nothing sent yet (a peek into no buffer): an app that never sends costs no buffers.
+            let peek = nix::sys::socket::recv(self.socket.as_raw_fd(), &mut [], MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT);
+            if peek == Err(nix::errno::Errno::EAGAIN) {
+                return false;
+            }
+            self.allocate();
+        }
         for _ in 0..BATCH {
             let (len, sender, truncated) = {
                 let mut iov = [IoSliceMut::new(&mut self.message)];
@@ -200,11 +210,9 @@ impl NotifyRelay {
         true
     }
 
-    /// Start-up's deferred half, run by the first pass (the verdict cache waits for the first
-    /// sender, and lastcall's cgroup for the first that is not a descendant). The event loop's
-    /// first pass over the sockets comes after the app is spawned, so this runs while the app
-    /// execs (on another core, if there is one), not before. What the app sent meanwhile waits
-    /// on the socket.
+    /// Start-up's deferred half: the sweep. The event loop's first pass over the sockets comes
+    /// after the app is spawned, so this runs while the app execs (on another core, if there is
+    /// one), not before. What the app sent meanwhile waits on the socket.
     #[cold]
     fn settle(&mut self) {
         if let Some((dir, _)) = &self.dir {
@@ -212,6 +220,12 @@ impl NotifyRelay {
                 sweep_stale(base, dir.file_name());
             }
         }
+    }
+
+    /// The buffers, at the first message (the verdict cache waits for the first sender, and
+    /// lastcall's cgroup for the first that is not a descendant).
+    #[cold]
+    fn allocate(&mut self) {
         self.message = vec![0; MAX_MESSAGE];
         self.filtered = Vec::with_capacity(MAX_MESSAGE);
         self.control = nix::cmsg_space!(nix::sys::socket::UnixCredentials, [std::os::fd::RawFd; 253]);
