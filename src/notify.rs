@@ -106,7 +106,7 @@ impl NotifyRelay {
                 let name = dir.join("notify").display().to_string();
                 (socket, name, Some((dir, lock)))
             }
-            // A read-only system with no writable /run or /tmp: the credential check is still
+            // A read-only system with no writable /run, /dev/shm or /tmp: the credential check is still
             // there, the directory's fence is not.
             None => {
                 let name = format!("lastcall/notify/{tag}");
@@ -473,9 +473,11 @@ fn slot(pid: libc::pid_t) -> usize {
 
 /// lastcall's cgroup (v2), None for the root cgroup, read the first time a sender is not
 /// lastcall's descendant, which is rare: the app and its children are. Reading it then, not at
-/// start-up, loses nothing: moving lastcall takes write access to both cgroups' `cgroup.procs`,
-/// and a unit's app (even with `Delegate=`) can move it only further down, which narrows the
-/// check. A failed read (out of fds, say) is tried again at the next such sender.
+/// start-up, widens nothing beyond the service: moving lastcall takes write access to the
+/// `cgroup.procs` of the cgroups above it, which a unit's app (even with `Delegate=`) has only
+/// inside the unit's own cgroup, the one systemd itself trusts with NotifyAccess=all; a move to
+/// the root cgroup turns the cgroup check off. A failed read (out of fds, say) is tried again
+/// at the next such sender.
 fn own_cgroup(cached: &mut Option<Option<Vec<u8>>>) -> Option<&[u8]> {
     if cached.is_none() {
         let text = fs::read("/proc/self/cgroup").ok()?;
