@@ -61,11 +61,16 @@ pub struct NotifyRelay {
     /// The private directory holding our socket, removed on exit, and held open with an
     /// exclusive flock for as long as lastcall lives: see `sweep_stale`.
     dir: Option<(PathBuf, Locked)>,
+    /// Whether the sweep of the directory's base is still to do. Only the socket must be there
+    /// before the app runs: the sweep waits for the first pass (`settle`), the buffers below for
+    /// the first message (`allocate`).
+    first_pass: bool,
     /// Who descends from lastcall, with verdicts cached.
     lineage: Lineage,
-    /// lastcall's cgroup (v2), unless it is the root cgroup.
-    cgroup: Option<Vec<u8>>,
-    /// Buffers kept from one wake-up to the next: the loop allocates nothing per message.
+    /// lastcall's cgroup (v2), unless it is the root cgroup: `own_cgroup`.
+    cgroup: Option<Option<Vec<u8>>>,
+    /// Buffers kept from one wake-up to the next: the loop allocates nothing per message. Empty
+    /// until the first message.
     message: Vec<u8>,
     filtered: Vec<u8>,
     control: Vec<u8>,
@@ -92,8 +97,8 @@ impl NotifyRelay {
                 return Ok(None);
             }
         };
-        let tag = sys::random_u64()?;
-        let (socket, name, dir) = match bind_private(tag) {
+        let tag = hex_tag(sys::random_u64()?);
+        let (socket, name, dir) = match bind_private(&tag) {
             Some((socket, dir, lock)) => {
                 if let Some((uid, gid)) = app {
                     open_to_the_app(&dir, uid, gid);
@@ -101,29 +106,28 @@ impl NotifyRelay {
                 let name = dir.join("notify").display().to_string();
                 (socket, name, Some((dir, lock)))
             }
-            // A read-only system with no writable /run or /tmp: the credential check is still
+            // A read-only system with no writable /run, /dev/shm or /tmp: the credential check is still
             // there, the directory's fence is not.
             None => {
-                let name = format!("lastcall/notify/{tag:016x}");
+                let name = format!("lastcall/notify/{tag}");
                 warn!("no private directory for the notify socket; using the abstract @{name}");
                 (UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name)?)?, format!("@{name}"), None)
             }
         };
         socket.set_nonblocking(true)?;
         setsockopt(&socket, sockopt::PassCred, &true)?;
-        let cgroup = fs::read("/proc/self/cgroup").ok().and_then(|text| unified_cgroup(&text).map(<[u8]>::to_vec));
-        let cgroup = cgroup.filter(|c| c.as_slice() != b"/");
         Ok(Some(NotifyRelay {
             socket,
             upstream,
             name,
             dir,
+            first_pass: true,
             lineage: Lineage::new(std::process::id() as libc::pid_t),
-            cgroup,
-            message: vec![0; MAX_MESSAGE],
-            filtered: Vec::with_capacity(MAX_MESSAGE),
-            control: nix::cmsg_space!(nix::sys::socket::UnixCredentials, [std::os::fd::RawFd; 253]),
-            proc_buf: vec![0; 4096],
+            cgroup: None,
+            message: Vec::new(),
+            filtered: Vec::new(),
+            control: Vec::new(),
+            proc_buf: Vec::new(),
             warned_blind: false,
             refused: Repeated::new("dropped a notify message from a process outside the service"),
             undeliverable: Repeated::new("cannot notify the service manager"),
@@ -143,6 +147,18 @@ impl NotifyRelay {
     /// Passes on the messages waiting on our socket that come from the service's processes, at
     /// most `BATCH` of them. True when that many were read: there may be more.
     pub fn relay(&mut self) -> bool {
+        if self.first_pass {
+            self.first_pass = false;
+            self.settle();
+        }
+        if self.message.is_empty() {
+            // Nothing sent yet (a peek into no buffer): an app that never sends costs no buffers.
+            let peek = nix::sys::socket::recv(self.socket.as_raw_fd(), &mut [], MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT);
+            if peek == Err(nix::errno::Errno::EAGAIN) {
+                return false;
+            }
+            self.allocate();
+        }
         for _ in 0..BATCH {
             let (len, sender, truncated) = {
                 let mut iov = [IoSliceMut::new(&mut self.message)];
@@ -194,6 +210,28 @@ impl NotifyRelay {
         true
     }
 
+    /// Start-up's deferred half: the sweep. The event loop's first pass over the sockets comes
+    /// after the app is spawned, so this runs while the app execs (on another core, if there is
+    /// one), not before. What the app sent meanwhile waits on the socket.
+    #[cold]
+    fn settle(&mut self) {
+        if let Some((dir, _)) = &self.dir {
+            if let Some(base) = dir.parent() {
+                sweep_stale(base, dir.file_name());
+            }
+        }
+    }
+
+    /// The buffers, at the first message (the verdict cache waits for the first sender, and
+    /// lastcall's cgroup for the first that is not a descendant).
+    #[cold]
+    fn allocate(&mut self) {
+        self.message = vec![0; MAX_MESSAGE];
+        self.filtered = Vec::with_capacity(MAX_MESSAGE);
+        self.control = nix::cmsg_space!(nix::sys::socket::UnixCredentials, [std::os::fd::RawFd; 253]);
+        self.proc_buf = vec![0; 4096];
+    }
+
     pub fn send(&mut self, message: &[u8]) {
         match self.socket.send_to_addr(message, &self.upstream) {
             Ok(_) => {
@@ -222,12 +260,8 @@ impl NotifyRelay {
                 }
             }
         }
-        match &self.cgroup {
-            Some(ours) => read_proc(pid, "cgroup", &mut self.proc_buf)
-                .and_then(unified_cgroup)
-                .is_some_and(|theirs| within(theirs, ours)),
-            None => false,
-        }
+        let Some(ours) = own_cgroup(&mut self.cgroup) else { return false };
+        read_proc(pid, "cgroup", &mut self.proc_buf).and_then(unified_cgroup).is_some_and(|theirs| within(theirs, ours))
     }
 }
 
@@ -242,18 +276,19 @@ impl Drop for NotifyRelay {
     }
 }
 
-/// Binds our socket in a new directory only lastcall's user can enter: under systemd's
-/// $RUNTIME_DIRECTORY, else /run, else the temporary directory. mkdir never follows a symlink
-/// and fails on any name that exists, so a name planted in advance cannot be taken over. The
-/// directory is locked (flock) before the socket is bound in it, and stays locked until
-/// lastcall is gone, however it goes: that is how `sweep_stale` tells a dead one's.
-fn bind_private(tag: u64) -> Option<(UnixDatagram, PathBuf, Locked)> {
-    let runtime = std::env::var_os("RUNTIME_DIRECTORY")
-        .and_then(|dirs| dirs.as_bytes().split(|&b| b == b':').next().map(|d| PathBuf::from(std::ffi::OsStr::from_bytes(d))));
-    let bases = runtime.into_iter().chain([PathBuf::from("/run"), std::env::temp_dir()]);
-    for base in bases.filter(|b| b.is_absolute()) {
-        sweep_stale(&base);
-        let dir = base.join(format!("{STALE_PREFIX}{tag:016x}"));
+/// Binds our socket in a new directory only lastcall's user can enter, in the first base of
+/// `bases` that takes it. mkdir never follows a symlink and fails on any name that exists, so a
+/// name planted in advance cannot be taken over. The directory is locked (flock) before the
+/// socket is bound in it, and stays locked until lastcall is gone, however it goes: that is how
+/// `sweep_stale` tells a dead one's.
+fn bind_private(tag: &str) -> Option<(UnixDatagram, PathBuf, Locked)> {
+    let mut tried: Vec<PathBuf> = Vec::new();
+    for base in bases() {
+        if !base.is_absolute() || tried.contains(&base) {
+            continue;
+        }
+        let dir = base.join(format!("{STALE_PREFIX}{tag}"));
+        tried.push(base);
         if fs::DirBuilder::new().mode(0o700).create(&dir).is_err() {
             continue;
         }
@@ -270,6 +305,29 @@ fn bind_private(tag: u64) -> Option<(UnixDatagram, PathBuf, Locked)> {
         }
     }
     None
+}
+
+/// Where the private directory may go, best first: systemd's $RUNTIME_DIRECTORY (the unit's
+/// own), then /run or /dev/shm if it is a tmpfs, then /run and the temporary directory
+/// whatever they are. On a disk (ext4, a container's overlayfs) making and removing the
+/// directory and the socket journals inodes: on ext4, 150 µs over start-up and exit, and up to
+/// 2 ms when the last close waits for a busy journal, against 30 µs on tmpfs. Evaluated lazily:
+/// the first base that takes the directory ends the look-up.
+fn bases() -> impl Iterator<Item = PathBuf> {
+    let runtime = std::env::var_os("RUNTIME_DIRECTORY")
+        .and_then(|dirs| dirs.as_bytes().split(|&b| b == b':').next().map(|d| PathBuf::from(std::ffi::OsStr::from_bytes(d))));
+    let in_memory = ["/run", "/dev/shm"].into_iter().filter(|base| fenced_tmpfs(Path::new(base))).map(PathBuf::from);
+    runtime.into_iter().chain(in_memory).chain([PathBuf::from("/run"), std::env::temp_dir()])
+}
+
+/// Whether `base` is a tmpfs directory that others cannot write, or can only with the sticky
+/// bit (as /dev/shm is: 1777), so that no one but its owner and root can rename or remove a
+/// name lastcall makes there, as in /tmp.
+fn fenced_tmpfs(base: &Path) -> bool {
+    use nix::sys::statfs::{statfs, TMPFS_MAGIC};
+    use std::os::unix::fs::MetadataExt;
+    statfs(base).is_ok_and(|fs| fs.filesystem_type() == TMPFS_MAGIC)
+        && fs::symlink_metadata(base).is_ok_and(|m| m.is_dir() && (m.mode() & 0o002 == 0 || m.mode() & 0o1000 != 0))
 }
 
 /// Lets the app, running as another user, reach the socket and no one else: the directory
@@ -296,6 +354,17 @@ fn open_to_the_app(dir: &Path, uid: u32, gid: u32) {
 
 const STALE_PREFIX: &str = "lastcall-notify-";
 
+/// `random` as 16 hex digits, leading zeros included, by a loop whose length does not depend on
+/// the value: the instruction-count guard (tests/instructions.rs) subtracts two runs' totals,
+/// and `{:016x}` costs more or less with the number of leading zeros.
+fn hex_tag(random: u64) -> String {
+    let mut digits = [0u8; 16];
+    for (i, digit) in digits.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[(random >> (60 - 4 * i)) as usize & 0xf];
+    }
+    String::from_utf8_lossy(&digits).into_owned()
+}
+
 /// A directory held open and locked; unlocked when dropped, or when lastcall is gone.
 type Locked = nix::fcntl::Flock<fs::File>;
 
@@ -319,12 +388,17 @@ fn open_locked(dir: &Path) -> Option<Locked> {
 /// user, mode 0700, holding our socket, that nobody holds locked. A live lastcall locks its
 /// directory before binding the socket, so one that holds a socket and no lock belongs to
 /// nobody. Only a socket named `notify` is removed, then the directory if that left it empty:
-/// anything else in it stays. At start-up only, over one directory.
-fn sweep_stale(base: &Path) {
+/// anything else in it stays. Once per lastcall, over the base it uses; `own`, its own
+/// directory's name, is skipped (it is locked anyway).
+fn sweep_stale(base: &Path, own: Option<&std::ffi::OsStr>) {
     use std::os::unix::fs::FileTypeExt;
     let Ok(entries) = fs::read_dir(base) else { return };
     for entry in entries.flatten().take(4096) {
         let name = entry.file_name();
+        // Our own first: its random name would make the work below vary from run to run.
+        if own == Some(name.as_os_str()) {
+            continue;
+        }
         let Some(tag) = name.as_bytes().strip_prefix(STALE_PREFIX.as_bytes()) else { continue };
         if tag.len() != 16 || !tag.iter().all(u8::is_ascii_hexdigit) {
             continue;
@@ -343,7 +417,7 @@ fn sweep_stale(base: &Path) {
 /// Which processes descend from lastcall (`me`), remembered by pid and start time.
 struct Lineage {
     me: libc::pid_t,
-    /// Direct-mapped by pid.
+    /// Direct-mapped by pid; allocated at the first sender.
     verdicts: Vec<Verdict>,
     /// The walk in progress, kept to reuse the allocation.
     chain: Vec<(libc::pid_t, u64)>,
@@ -351,7 +425,7 @@ struct Lineage {
 
 impl Lineage {
     fn new(me: libc::pid_t) -> Lineage {
-        Lineage { me, verdicts: vec![Verdict::default(); VERDICTS], chain: Vec::with_capacity(MAX_DEPTH) }
+        Lineage { me, verdicts: Vec::new(), chain: Vec::new() }
     }
 
     /// Whether `pid` descends from lastcall, following the parent chain in /proc up to
@@ -359,6 +433,10 @@ impl Lineage {
     /// process walked gets the verdict (they share the chain above them). None when the sender
     /// cannot be read at all (gone, or no /proc).
     fn descends(&mut self, pid: libc::pid_t, buf: &mut [u8]) -> Option<bool> {
+        if self.verdicts.is_empty() {
+            self.verdicts = vec![Verdict::default(); VERDICTS];
+            self.chain = Vec::with_capacity(MAX_DEPTH);
+        }
         self.chain.clear();
         let mut pid = pid;
         let verdict = loop {
@@ -393,6 +471,21 @@ fn slot(pid: libc::pid_t) -> usize {
     pid.unsigned_abs() as usize % VERDICTS
 }
 
+/// lastcall's cgroup (v2), None for the root cgroup, read the first time a sender is not
+/// lastcall's descendant, which is rare: the app and its children are. Reading it then, not at
+/// start-up, widens nothing beyond the service: moving lastcall takes write access to the
+/// `cgroup.procs` of the cgroups above it, which a unit's app (even with `Delegate=`) has only
+/// inside the unit's own cgroup, the one systemd itself trusts with NotifyAccess=all; a move to
+/// the root cgroup turns the cgroup check off. A failed read (out of fds, say) is tried again
+/// at the next such sender.
+fn own_cgroup(cached: &mut Option<Option<Vec<u8>>>) -> Option<&[u8]> {
+    if cached.is_none() {
+        let text = fs::read("/proc/self/cgroup").ok()?;
+        *cached = Some(unified_cgroup(&text).filter(|c| *c != b"/").map(<[u8]>::to_vec));
+    }
+    cached.as_ref().and_then(|c| c.as_deref())
+}
+
 /// Whether cgroup `theirs` is `ours` or below it.
 fn within(theirs: &[u8], ours: &[u8]) -> bool {
     theirs.strip_prefix(ours).is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
@@ -425,6 +518,13 @@ mod tests {
 
     fn filtered(message: &[u8]) -> Vec<u8> {
         filter(message)
+    }
+
+    #[test]
+    fn tags_are_16_hex_digits() {
+        assert_eq!(hex_tag(0), "0000000000000000");
+        assert_eq!(hex_tag(0x0123_4567_89ab_cdef), "0123456789abcdef");
+        assert_eq!(hex_tag(u64::MAX), "ffffffffffffffff");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! exactly whatever the machine's load, for lastcall in each of its set-ups and for every peer
 //! installed (tini, tini-static, dumb-init, catatonit), all measured in this same run. The test
 //! fails when lastcall, in any set-up, runs more instructions per forwarded signal or per reaped
-//! orphan than the best peer. The method is the benchmark's (benches/compare.rs): a run with N
+//! orphan than the best peer. The method is the benchmark's (benches/compare/): a run with N
 //! signals (orphans) minus a run with none (one), divided by N. `--nocapture` prints the table.
 //!
 //! Needs valgrind, the peers, gcc and a static libc (scripts/setup-test-machine installs them).

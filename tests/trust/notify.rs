@@ -114,7 +114,9 @@ fn notify_dirs(base: &Path) -> Vec<std::path::PathBuf> {
 
 /// A lastcall killed by SIGKILL leaves its notify directory behind; the next lastcall to use the
 /// same place removes it, because nobody holds its lock any more, while a live lastcall's
-/// directory and one of another user's stay (before: every SIGKILL left one for good).
+/// directory and one of another user's stay (before: every SIGKILL left one for good). The sweep
+/// runs once the app has started, a moment after the directory appears, so each step waits for
+/// a stale directory to go: that says the sweep it is waiting for has run.
 #[test]
 fn a_killed_lastcalls_notify_directory_is_removed_by_the_next() {
     use std::os::unix::net::UnixDatagram;
@@ -130,29 +132,42 @@ fn a_killed_lastcalls_notify_directory_is_removed_by_the_next() {
         fs::create_dir(&d).unwrap();
         Spec::new(Mode::Plain, &d, &["sleep", "30"]).env("NOTIFY_SOCKET", &upstream).env("RUNTIME_DIRECTORY", &runtime).start()
     };
+    // Starts one, SIGKILLs it once its socket is there, and returns its directory.
+    let killed_one = |name: &str| {
+        let before = notify_dirs(&base);
+        let mut killed = start_one(name);
+        let made = wait_until(10 * SEC, "the notify socket", || {
+            notify_dirs(&base).into_iter().find(|d| !before.contains(d) && d.join("notify").exists())
+        });
+        for pid in descendants(killed.pid).into_iter().chain([killed.pid]) {
+            kill(pid, libc::SIGKILL);
+        }
+        assert_eq!(killed.wait(10 * SEC), 137);
+        assert!(made.join("notify").exists(), "left behind");
+        made
+    };
     // One of another user's, named as lastcall names its own, with a socket in it.
     let foreign = base.join("lastcall-notify-00000000deadbeef");
     fs::create_dir(&foreign).unwrap();
     drop(UnixDatagram::bind(foreign.join("notify")).unwrap());
     std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
     fs::set_permissions(&foreign, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let mut killed = start_one("killed");
-    wait_until(10 * SEC, "the first notify directory", || (notify_dirs(&base).len() == 2).then_some(()));
-    let stale: Vec<_> = notify_dirs(&base).into_iter().filter(|d| *d != foreign).collect();
+    let stale = killed_one("killed");
     let mut live = start_one("live");
-    wait_until(10 * SEC, "the live one's directory", || (notify_dirs(&base).len() == 3).then_some(()));
-    for pid in descendants(killed.pid).into_iter().chain([killed.pid]) {
-        kill(pid, libc::SIGKILL);
-    }
-    assert_eq!(killed.wait(10 * SEC), 137);
-    assert!(stale[0].join("notify").exists(), "left behind");
-    let mut next = start_one("next");
-    // The next one's start-up removed the stale one, and made its own.
-    wait_until(10 * SEC, "the stale directory to go, and the next one's", || {
-        (!stale[0].exists() && notify_dirs(&base).len() == 3).then_some(())
+    // The next one removed the stale one, and made its own.
+    wait_until(10 * SEC, "the stale directory to go, and the live one's", || {
+        (!stale.exists() && notify_dirs(&base).len() == 2).then_some(())
     });
+    let live_dir = notify_dirs(&base).into_iter().find(|d| *d != foreign).unwrap();
+    let stale = killed_one("killed-too");
+    let mut next = start_one("next");
+    wait_until(10 * SEC, "the second stale directory to go, and the next one's", || {
+        (!stale.exists() && notify_dirs(&base).len() == 3).then_some(())
+    });
+    // That sweep left the live one's and the other user's.
     let left = notify_dirs(&base);
     assert!(left.contains(&foreign) && foreign.join("notify").exists());
+    assert!(left.contains(&live_dir) && live_dir.join("notify").exists(), "a live one's directory stays");
     for run in [&mut live, &mut next] {
         run.signal(libc::SIGTERM);
         assert_eq!(run.wait(10 * SEC), 143, "{}", run.stderr());

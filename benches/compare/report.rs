@@ -1,0 +1,146 @@
+//! Which sections run (ONLY), the load average around each, and the table printed at the end.
+//!
+//! May import: contenders.
+
+use std::fs;
+use std::io::Write;
+use std::process::Command;
+
+use crate::contenders::{Init, FLOOR};
+
+/// Whether `ONLY` (comma-separated) names `section`; without ONLY, every section runs.
+pub fn wanted(section: &str) -> bool {
+    std::env::var("ONLY").map_or(true, |only| only.split(',').any(|s| s.trim() == section))
+}
+
+/// The sections whose figures are times, which a loaded machine makes noise of.
+pub const TIMED: [&str; 6] = ["startup", "latency", "idle", "storm", "reaping", "grace"];
+
+/// The 1-minute load average.
+pub fn loadavg() -> f64 {
+    fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next()?.parse().ok()).unwrap_or(f64::NAN)
+}
+
+/// Above this load average a timed section is no measurement.
+pub const QUIET: f64 = 1.0;
+
+/// The load average before and after each section that ran.
+pub struct LoadLog(pub Vec<(&'static str, f64, f64)>);
+
+impl LoadLog {
+    /// Runs `section` if ONLY asks for it, recording the load around it.
+    pub fn section(&mut self, name: &'static str, run: impl FnOnce()) {
+        if !wanted(name) {
+            return;
+        }
+        let before = loadavg();
+        run();
+        self.0.push((name, before, loadavg()));
+    }
+}
+
+/// One figure: a value per contender (lower is better), and optionally a text per contender
+/// or a 95% confidence interval for lastcall's ratio to the best peer.
+pub struct Row {
+    pub figure: String,
+    pub values: Vec<Option<f64>>,
+    pub unit: &'static str,
+    pub text: Option<Vec<String>>,
+    /// By contender; empty when there are none.
+    pub ratio_ci: Vec<Option<(f64, f64)>>,
+}
+
+impl Row {
+    pub fn new(figure: impl Into<String>, values: Vec<Option<f64>>, unit: &'static str) -> Row {
+        Row { figure: figure.into(), values, unit, text: None, ratio_ci: vec![] }
+    }
+
+    pub fn with_text(mut self, text: Vec<String>) -> Row {
+        self.text = Some(text);
+        self
+    }
+}
+
+/// The load average around each section, and whether a timed one ran on a loaded machine.
+pub fn print_load(log: &LoadLog) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "\n| section | load average before | after | |\n|---|---|---|---|");
+    for &(name, before, after) in &log.0 {
+        let mark = if TIMED.contains(&name) && (before > QUIET || after > QUIET) { "**loaded: not a measurement**" } else { "" };
+        let _ = writeln!(out, "| {name} | {before:.2} | {after:.2} | {mark} |");
+    }
+}
+
+pub fn print_table(inits: &[Init], rows: &[Row]) {
+    let statics: Vec<bool> = rows
+        .iter()
+        .find(|r| r.figure == "static?")
+        .and_then(|r| r.text.as_ref())
+        .map(|t| t.iter().map(|s| s == "yes").collect())
+        .unwrap_or_default();
+    let uname = Command::new("uname").arg("-srm").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
+    let date = Command::new("date").arg("-u").arg("+%Y-%m-%d").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    let cores = fs::read_to_string("/proc/cpuinfo").map(|c| c.matches("\nprocessor").count() + usize::from(c.starts_with("processor"))).unwrap_or(0);
+    let _ = writeln!(out, "\nlastcall benchmark, {date}, {uname}, {cores} cores, {cpu}\n");
+    let names: Vec<&str> = inits.iter().map(|i| i.name.as_str()).collect();
+    // A ratio column for each contender that is not a peer: lastcall, its variants, the extras.
+    let ours: Vec<usize> = (0..inits.len()).filter(|&i| !inits[i].peer).collect();
+    let ratio_names: Vec<String> = ours.iter().map(|&i| format!("{} / best peer", inits[i].name)).collect();
+    // And lastcall's distance to the floor: what any init must pay.
+    let floor = inits.iter().position(|i| i.name == FLOOR);
+    let _ = writeln!(out, "| figure | {} | {} | lastcall / floor |", names.join(" | "), ratio_names.join(" | "));
+    let _ = writeln!(out, "|---|{}---|", "---|".repeat(names.len() + ours.len()));
+    for row in rows {
+        let cells: Vec<String> = (0..inits.len())
+            .map(|i| match (&row.text, row.values[i]) {
+                (Some(text), _) => text[i].clone(),
+                (None, Some(v)) => format!("{} {}", fmt(v), row.unit).trim().to_string(),
+                (None, None) => "n/a".into(),
+            })
+            .collect();
+        // Size is compared with the static peers only: a dynamic binary needs a libc beside it.
+        let comparable = |i: usize| inits[i].peer && (!row.figure.starts_with("binary size") || statics.get(i) == Some(&true));
+        let best_peer = row.values
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| comparable(i))
+            .filter_map(|(_, v)| *v)
+            .filter(|v| v.is_finite())
+            .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| b.min(v))));
+        let ratios: Vec<String> = ours
+            .iter()
+            .map(|&i| match (row.values[i], best_peer) {
+                (Some(ours), Some(best)) if best > 0.0 => match row.ratio_ci.get(i).copied().flatten() {
+                    // Three places: across cores the whole lead is 0.5 %.
+                    Some((low, high)) => format!("{:.3} ({low:.3}–{high:.3})", ours / best),
+                    None => format!("{:.2}", ours / best),
+                },
+                (Some(ours), Some(best)) if best == 0.0 && ours == 0.0 => "equal (0)".into(),
+                _ => "-".into(),
+            })
+            .collect();
+        let to_floor = match (row.values[0], floor.and_then(|f| row.values[f])) {
+            (Some(ours), Some(floor)) if floor > 0.0 => format!("{:.2}", ours / floor),
+            (Some(ours), Some(floor)) if floor == 0.0 && ours == 0.0 => "equal (0)".into(),
+            _ => "-".into(),
+        };
+        let _ = writeln!(out, "| {} | {} | {} | {to_floor} |", row.figure, cells.join(" | "), ratios.join(" | "));
+    }
+}
+
+pub fn fmt(v: f64) -> String {
+    if !v.is_finite() {
+        "?".into()
+    } else if v.abs() < 10.0 && v != v.trunc() {
+        format!("{v:.2}")
+    } else if v.abs() >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
