@@ -188,12 +188,17 @@ fn lastcall_runs_fewer_instructions_per_signal_and_per_orphan_than_any_peer() {
     for (c, (signal, orphan)) in all.iter().zip(&results) {
         eprintln!("| {} | {signal:.1} | {orphan:.1} |", c.name);
     }
+    // Compared in whole instructions: a forwarded signal (a reaped orphan) runs a whole number
+    // of them, and a fraction is what start-up did differently in the two runs (a pid with one
+    // digit more, a random name), divided by N: lastcall --health-listen measured 68.0 and 68.1
+    // per signal in two runs of the same binary.
+    let whole = |count: f64| count.round();
     let mut worse = Vec::new();
     for (c, &(signal, orphan)) in all.iter().zip(&results).filter(|(c, _)| !c.peer) {
-        if signal > best_signal.0 {
+        if whole(signal) > whole(best_signal.0) {
             worse.push(format!("{}: {signal:.1} instructions per signal, {} {:.1}", c.name, best_signal.1, best_signal.0));
         }
-        if orphan > best_orphan.0 {
+        if whole(orphan) > whole(best_orphan.0) {
             worse.push(format!("{}: {orphan:.1} instructions per orphan, {} {:.1}", c.name, best_orphan.1, best_orphan.0));
         }
     }
