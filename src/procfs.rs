@@ -17,6 +17,13 @@ pub fn proc_is_ours(me: Pid) -> bool {
     std::fs::read_link("/proc/self").is_ok_and(|p| p.as_os_str() == me.to_string().as_str())
 }
 
+/// How many fds lastcall has open, from one listing of /proc/self/fd; None without a /proc
+/// that shows lastcall (the caller then asks fd by fd).
+pub fn open_fd_count() -> Option<usize> {
+    // The listing's own fd is among the entries.
+    Some(fs::read_dir("/proc/self/fd").ok()?.count().saturating_sub(1))
+}
+
 /// Whether a /proc read failed because the process is gone (and so has nothing to find).
 pub fn is_gone(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH))

@@ -28,7 +28,7 @@ use crate::personality::{ChildSignals, Ending, JobControl};
 use crate::signals::{Routes, Sig, Suspend};
 use crate::sys::{self, Detach};
 use crate::reap::Status;
-use crate::procfs::ProcReader;
+use crate::procfs::{self, ProcReader};
 use crate::{child, nested, reap, user};
 
 mod event_loop;
@@ -230,8 +230,11 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
 /// all of its own; a warning when that is none, since the endpoint then answers nobody.
 fn fit_to_fd_limit(health: &mut Health) {
     let limit = sys::fd_limit();
-    // Past a few thousand the budget is the most it can be whatever is open.
-    let open = (0..limit.min(4096) as std::os::fd::RawFd).filter(|&fd| sys::fd_is_open(fd)).count();
+    // One listing of /proc/self/fd: asking fd by fd cost up to 4096 system calls, a third of a
+    // millisecond of start-up. Past a few thousand the budget is the most it can be whatever is
+    // open.
+    let open = procfs::open_fd_count()
+        .unwrap_or_else(|| (0..limit.min(4096) as std::os::fd::RawFd).filter(|&fd| sys::fd_is_open(fd)).count());
     let free = usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(open);
     // Kept back: a /proc read with the spare fd given up, and the ready file's temporary file.
     if health.fit_fd_limit(free, 2) == 0 {
