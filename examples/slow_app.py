@@ -8,10 +8,11 @@ it handles SIGTERM (and Ctrl-C's SIGINT) the graceful way: stop accepting, finis
 flight, exit 0. Without it, either signal kills it mid-request (the default action, no
 traceback), which is what most apps do.
 
-Each log line carries the time since the app started, written as lastcall writes its own
-(`app: +1.234s ...`). lastcall hands the app its budget (LASTCALL_PRE_STOP_MS, LASTCALL_GRACE_MS)
-but no clock of its own, and its timeline counts from the first termination signal, which the
-app only learns of when the pre-stop is over: so the app's lines count from its own start.
+Each log line carries the time on lastcall's clock, written as lastcall writes its own
+(`app: +1.234s ...`), so the two interleave in order: lastcall hands the app its clock's zero
+(LASTCALL_CLOCK_ZERO_NS, CLOCK_MONOTONIC in nanoseconds, which time.monotonic_ns() reads) with its
+budget (LASTCALL_PRE_STOP_MS, LASTCALL_GRACE_MS). Run without lastcall, the app counts from its
+own start.
 """
 import os
 import signal
@@ -22,13 +23,16 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DELAY = float(os.environ.get("DELAY", "1"))
-STARTED = time.monotonic()
+try:
+    ZERO_NS = int(os.environ["LASTCALL_CLOCK_ZERO_NS"])
+except (KeyError, ValueError):
+    ZERO_NS = time.monotonic_ns()
 lock = threading.Lock()
 active = 0
 
 
 def log(msg):
-    sys.stderr.write(f"app: +{time.monotonic() - STARTED:.3f}s {msg}\n")
+    sys.stderr.write(f"app: +{(time.monotonic_ns() - ZERO_NS) / 1e9:.3f}s {msg}\n")
     sys.stderr.flush()
 
 

@@ -93,7 +93,11 @@ impl Elf {
     }
 }
 
-fn carries_note<F: Read + Seek>(mut file: F) -> Option<bool> {
+fn carries_note<F: Read + Seek>(file: F) -> Option<bool> {
+    // The first page at once: the header, the program headers and the notes of every binary
+    // seen (lastcall's own, a C program's, a script's first line) lie in it; only a file laid
+    // out otherwise costs more reads.
+    let mut file = Head::read(file)?;
     let mut header = [0u8; 64];
     read_at(&mut file, 0, &mut header)?;
     if header[..4] != *b"\x7fELF" {
@@ -149,9 +153,30 @@ fn has_lastcall_note(elf: Elf, mut notes: &[u8]) -> bool {
     false
 }
 
-fn read_at<F: Read + Seek>(file: &mut F, offset: u64, buf: &mut [u8]) -> Option<()> {
-    file.seek(SeekFrom::Start(offset)).ok()?;
-    file.read_exact(buf).ok()
+/// A file with its first `HEAD_BYTES` read.
+struct Head<F> {
+    file: F,
+    head: Vec<u8>,
+}
+
+const HEAD_BYTES: usize = 4096;
+
+impl<F: Read + Seek> Head<F> {
+    fn read(mut file: F) -> Option<Head<F>> {
+        let mut head = Vec::with_capacity(HEAD_BYTES);
+        (&mut file).take(HEAD_BYTES as u64).read_to_end(&mut head).ok()?;
+        Some(Head { file, head })
+    }
+}
+
+fn read_at<F: Read + Seek>(file: &mut Head<F>, offset: u64, buf: &mut [u8]) -> Option<()> {
+    let start = usize::try_from(offset).ok();
+    if let Some(bytes) = start.and_then(|start| file.head.get(start..start.checked_add(buf.len())?)) {
+        buf.copy_from_slice(bytes);
+        return Some(());
+    }
+    file.file.seek(SeekFrom::Start(offset)).ok()?;
+    file.file.read_exact(buf).ok()
 }
 
 #[cfg(test)]

@@ -167,8 +167,8 @@ pub struct Personality {
     pub warn_without_subreaper: bool,
     /// SIGKILL after the grace (lastcall's 8 s) by default; a peer waits for as long as it takes.
     pub escalates: bool,
-    /// The app always finds LASTCALL_PRE_STOP_MS and LASTCALL_GRACE_MS in its environment; a
-    /// peer's app only when one of the two was set.
+    /// The app always finds LASTCALL_PRE_STOP_MS, LASTCALL_GRACE_MS and LASTCALL_CLOCK_ZERO_NS in
+    /// its environment; a peer's app only when one of the two deadlines was set.
     pub deadlines_in_env: bool,
     pub on_main_exit: OnMainExit,
     pub job_control: JobControl,

@@ -163,6 +163,32 @@ fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
 }
 
 #[test]
+fn the_app_gets_the_timelines_clock() {
+    let dir = scratch("clock");
+    let out = dir.join("report");
+    let before = monotonic_ns();
+    let mut cmd: Vec<String> = ["sh", "-c", r#"echo "$LASTCALL_CLOCK_ZERO_NS" > zero; exec "$@""#, "sh"].map(String::from).to_vec();
+    cmd.extend(fixture_cmd("record", &out, &[]));
+    let mut run = start(Mode::Pid1, &dir, &["--pre-stop", "300ms"], cmd);
+    wait_line(&out, "child ready", 10 * SEC);
+    let zero: u64 = fs::read_to_string(dir.join("zero")).unwrap().trim().parse().expect("LASTCALL_CLOCK_ZERO_NS, in ns");
+    assert!(before <= zero && zero <= monotonic_ns(), "the zero is lastcall's start: {before} <= {zero}");
+    run.signal(libc::SIGTERM);
+    let got = signal_time(&wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 10 * SEC));
+    assert_eq!(run.wait(10 * SEC), 0);
+    // The app's reading of the clock when the TERM came, against the timeline's line for it.
+    let log = run.stderr();
+    let at = |entry: &str| -> f64 {
+        let line = log.lines().find(|l| l.ends_with(entry) || l.contains(&format!("{entry} "))).unwrap_or_else(|| panic!("no '{entry}' in:\n{log}"));
+        line.strip_prefix("lastcall: +").and_then(|l| l.split_once("s ")).and_then(|(t, _)| t.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+    };
+    let app = (got - zero) as f64 / 1e9;
+    let (forwarded, exited) = (at("forwarded SIGTERM"), at("child exited with status 0"));
+    assert!(forwarded - 0.001 <= app && app <= exited + 0.001, "the app's +{app:.3}s between +{forwarded}s and +{exited}s:\n{log}");
+    assert!((forwarded - at("received SIGTERM") - 0.3).abs() < 0.05, "the pre-stop on the same clock:\n{log}");
+}
+
+#[test]
 fn a_second_termination_signal_cuts_the_pre_stop_short() {
     let (mut run, out) = with_ready_fixture("prestop-skip", Mode::Pid1, &["--pre-stop", "30s"], "record", &[]);
     run.signal(libc::SIGTERM);

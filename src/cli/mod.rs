@@ -260,6 +260,7 @@ const OTHER_VARIABLES: &[&str] = &[
     LOG_ENV,
     "LASTCALL_PRE_STOP_MS",
     "LASTCALL_GRACE_MS",
+    "LASTCALL_CLOCK_ZERO_NS",
     "LASTCALL_GIT_COMMIT",
     // cargo puts build.rs's rustc-env in the environment of `cargo run` and `cargo test` too.
     "LASTCALL_BUILD_TARGET",

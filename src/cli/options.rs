@@ -257,7 +257,8 @@ Letter case: words in values (signal names, booleans, log levels, signal|stop, d
 are read in any case; paths and addresses are taken as written.
 Booleans: 1/true/yes/on or 0/false/no/off. tini's TINI_SUBREAPER, TINI_KILL_PROCESS_GROUP and
 TINI_VERBOSITY and dumb-init's DUMB_INIT_SETSID are read too, and 0 means off.
-The child gets LASTCALL_PRE_STOP_MS and LASTCALL_GRACE_MS in its environment.
+The child gets LASTCALL_PRE_STOP_MS, LASTCALL_GRACE_MS and LASTCALL_CLOCK_ZERO_NS (the timeline's
+zero, CLOCK_MONOTONIC in ns) in its environment.
 When COMMAND is lastcall too (docker run --init in front of a lastcall ENTRYPOINT), this one
 only forwards signals, reaps and exits with its status; the inner one does the rest.
 

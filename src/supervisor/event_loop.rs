@@ -462,8 +462,8 @@ impl Supervisor {
     }
 
     fn note(&mut self, note: Note, now: Instant) {
-        let t = self.shutdown_at.get_or_insert(now);
-        let at = format_elapsed(now.duration_since(*t));
+        self.shutdown_at.get_or_insert(now);
+        let at = format_elapsed(now.saturating_duration_since(self.clock_zero));
         let ms = self.elapsed_ms(now);
         match note {
             Note::Received(sig) => info!(event = "signal", signal:% = sig, elapsed_ms = ms; "{at} received {sig}"),
@@ -568,11 +568,9 @@ impl Supervisor {
         }
     }
 
+    /// The time on the timeline's clock, with the space that follows it.
     pub(super) fn elapsed(&self, now: Instant) -> String {
-        match self.shutdown_at {
-            Some(t) => format!("{} ", format_elapsed(now.duration_since(t))),
-            None => String::new(),
-        }
+        format!("{} ", format_elapsed(now.saturating_duration_since(self.clock_zero)))
     }
 }
 

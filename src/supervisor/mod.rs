@@ -42,6 +42,9 @@ const KILL_WAIT: Duration = Duration::from_secs(3);
 /// Returns how lastcall ends. Signals must already be blocked; `mask` is the signal mask
 /// lastcall was started with, which the app gets.
 pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
+    // The timeline's clock, which the app gets too (LASTCALL_CLOCK_ZERO_NS): a shared zero must
+    // be known when the app starts, so it is lastcall's start, not the first TERM's.
+    let (clock_zero_ns, clock_zero) = (sys::monotonic_ns(), Instant::now());
     // Before anything that the inner lastcall would do again (the health port, the ready file).
     let config = if !config.pause && nested::command_is_lastcall(&config.command) { config.step_aside() } else { config };
     if config.nested {
@@ -111,9 +114,6 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
             .map_err(|source| Error::Setup { what: "cannot relay NOTIFY_SOCKET".into(), source })?,
         _ => None,
     };
-    // Opened now so that a SIGKILL death costs one pread, not a walk through /proc and /sys.
-    let oom = OomCounter::open();
-
     // 0 means none (for the grace: never SIGKILL), so a duration under a millisecond reads 1.
     let millis = |d: Duration| OsString::from(d.as_millis().max(u128::from(!d.is_zero())).to_string());
     let mut env = vec![];
@@ -121,6 +121,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     if !config.nested && (config.personality.deadlines_in_env || !config.pre_stop.is_zero() || config.grace.is_some()) {
         env.push(("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)));
         env.push(("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())));
+        env.push(("LASTCALL_CLOCK_ZERO_NS".to_string(), clock_zero_ns.to_string().into()));
     }
     if let Some(relay) = &notify {
         env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
@@ -169,6 +170,11 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         }
     }
 
+    // Opened now so that a SIGKILL death costs one pread, not a walk through /proc and /sys; and
+    // only now, while the app execs on another core, since it is off the start-up's path (an OOM
+    // kill within these microseconds would be in the baseline, and go unnamed).
+    let oom = OomCounter::open();
+
     let policy = Policy {
         pre_stop: config.pre_stop,
         grace: config.grace,
@@ -198,6 +204,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         warn_reaping: config.warn_reaping,
         state: State::START,
         ready: true,
+        clock_zero,
         shutdown_at: None,
         ready_file,
         health,
@@ -312,7 +319,9 @@ struct Supervisor {
     state: State,
     /// Whether /ready answers 200: until the machine says Unready.
     ready: bool,
-    /// When the first termination signal arrived: the timeline's zero.
+    /// The timeline's zero: lastcall's start.
+    clock_zero: Instant,
+    /// When the first termination signal arrived (json's elapsed_ms counts from it).
     shutdown_at: Option<Instant>,
     ready_file: Option<ReadyFile>,
     health: Option<Health>,

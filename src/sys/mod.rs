@@ -199,6 +199,14 @@ pub fn pidfd_open(pid: libc::pid_t) -> nix::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: the clock `Instant` reads, as a number the app can read too
+/// (Python's `time.monotonic_ns()`, Java's `System.nanoTime()`, Node's `process.hrtime`).
+pub fn monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    let (secs, nanos) = (u64::try_from(t.tv_sec()).unwrap_or(0), u64::try_from(t.tv_nsec()).unwrap_or(0));
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
 /// The process group of `pid` (getpgid), without /proc.
 pub fn process_group(pid: libc::pid_t) -> nix::Result<libc::pid_t> {
     // SAFETY: getpgid takes a pid by value.
