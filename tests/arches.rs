@@ -103,8 +103,8 @@ fn native_targets() {
     check(|t| !matches!(how_it_runs(t), Runs::Under(_)));
 }
 
-/// The foreign targets, under qemu-user. aarch64's std comes from rustup; the other four build
-/// std from source (-Zbuild-std), which is most of this test's time on a fresh machine.
+/// The foreign targets, under qemu-user. Every target builds std from source (-Zbuild-std),
+/// which is most of these tests' time on a fresh machine.
 #[test]
 fn emulated_targets() {
     check(|t| matches!(how_it_runs(t), Runs::Under(_)));
