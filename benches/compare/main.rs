@@ -85,7 +85,7 @@ fn main() {
         static_text.push(if out.contains("statically linked") || out.contains("static-pie") { "yes".into() } else { "no".into() });
     }
     rows.push(Row::new("static?", vec![None; inits.len()], "").with_text(static_text));
-    load_log.0.push(("size", before, loadavg()));
+    load_log.0.push(("size", before, loadavg(), 0.0));
 
     // Start-up overhead: INIT -- true against true alone, spawn by spawn.
     load_log.section("startup", || {

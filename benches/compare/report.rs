@@ -24,8 +24,13 @@ pub fn loadavg() -> f64 {
 /// Above this load average a timed section is no measurement.
 pub const QUIET: f64 = 1.0;
 
-/// The load average before and after each section that ran.
-pub struct LoadLog(pub Vec<(&'static str, f64, f64)>);
+/// Above this many cores' worth of CPU used by processes outside the benchmark during a timed
+/// section, the section is no measurement either.
+pub const OTHERS_QUIET: f64 = 0.25;
+
+/// Per section: its name, the load average before and after it, and the CPU that processes
+/// outside the benchmark used while it ran, in cores.
+pub struct LoadLog(pub Vec<(&'static str, f64, f64, f64)>);
 
 impl LoadLog {
     /// Runs `section` if ONLY asks for it, recording the load around it.
@@ -34,9 +39,43 @@ impl LoadLog {
             return;
         }
         let before = loadavg();
+        let (busy, ours, t) = (busy_seconds(), own_cpu_seconds(), std::time::Instant::now());
         run();
-        self.0.push((name, before, loadavg()));
+        // The load average counts the section's own work too (reaping keeps both cores busy with
+        // its forks), so it alone cannot tell a loaded machine from a busy section: the CPU that
+        // was not the benchmark's (its own and every process it waited for) can.
+        let others = ((busy_seconds() - busy) - (own_cpu_seconds() - ours)) / t.elapsed().as_secs_f64();
+        self.0.push((name, before, loadavg(), others.max(0.0)));
     }
+}
+
+/// CPU time the whole machine spent outside its idle task, from /proc/stat (user, nice, system,
+/// irq, softirq, steal).
+fn busy_seconds() -> f64 {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let busy: f64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| ticks.get(i)).sum();
+    // SAFETY: sysconf takes a constant and returns a number.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    busy / hz
+}
+
+/// CPU time of the benchmark and of every process it has waited for (each init waits for its
+/// children, so the contenders' apps and orphans are in it).
+fn own_cpu_seconds() -> f64 {
+    let seconds = |who| {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut u) };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(u.ru_utime) + tv(u.ru_stime)
+    };
+    seconds(libc::RUSAGE_SELF) + seconds(libc::RUSAGE_CHILDREN)
+}
+
+/// Whether a timed section's figures are noise.
+pub fn loaded(name: &str, before: f64, others: f64) -> bool {
+    TIMED.contains(&name) && (before > QUIET || others > OTHERS_QUIET)
 }
 
 /// One figure: a value per contender (lower is better), and optionally a text per contender
@@ -64,10 +103,10 @@ impl Row {
 /// The load average around each section, and whether a timed one ran on a loaded machine.
 pub fn print_load(log: &LoadLog) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "\n| section | load average before | after | |\n|---|---|---|---|");
-    for &(name, before, after) in &log.0 {
-        let mark = if TIMED.contains(&name) && (before > QUIET || after > QUIET) { "**loaded: not a measurement**" } else { "" };
-        let _ = writeln!(out, "| {name} | {before:.2} | {after:.2} | {mark} |");
+    let _ = writeln!(out, "\n| section | load average before | after | other processes' CPU, cores | |\n|---|---|---|---|---|");
+    for &(name, before, after, others) in &log.0 {
+        let mark = if loaded(name, before, others) { "**loaded: not a measurement**" } else { "" };
+        let _ = writeln!(out, "| {name} | {before:.2} | {after:.2} | {others:.2} | {mark} |");
     }
 }
 
