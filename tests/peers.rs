@@ -187,7 +187,9 @@ impl Scenario {
         }
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(script) = &self.pty_script {
-            cmd.env("HARNESS_PTY_SCRIPT", script);
+            // A stalled step ends the run (the init killed, the transcript kept) before the test's
+            // own wait for the init gives up, so that a stall reads as one.
+            cmd.env("HARNESS_PTY_SCRIPT", script).env("HARNESS_STEP_TIMEOUT", (LIMIT / 2).as_secs().to_string());
         }
         if self.via_parent {
             cmd.env("HARNESS_VIA_PARENT", "1");

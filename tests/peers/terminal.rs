@@ -10,15 +10,29 @@ fn job_control_at_a_terminal(peer: Peer, args: &[&str]) {
     let script = JOB_CONTROL.replace("JOB", &job);
     let mut full: Vec<&str> = args.to_vec();
     full.extend(["bash", "--norc", "--noprofile", "-i"]);
-    let outcome = scenario(peer, &full).command(&[]).pty(&script).same(|run| {
-        run_output_after_exit(run);
-        let read = |name: &str| fs::read_to_string(run.dir.join(name)).unwrap_or_default();
-        let transcript = read("transcript");
-        vec![
-            format!("steps: {}", read("steps")),
-            format!("job control: {}", !transcript.contains("no job control")),
-        ]
-    });
+    let play = || {
+        scenario(peer, &full).command(&[]).pty(&script).same(|run| {
+            run_output_after_exit(run);
+            let read = |name: &str| fs::read_to_string(run.dir.join(name)).unwrap_or_default();
+            let transcript = read("transcript");
+            let mut seen = vec![format!("steps: {}", read("steps")), format!("job control: {}", !transcript.contains("no job control"))];
+            if transcript.contains("[harness: timed out") {
+                seen.push(format!("stalled:\n{transcript}"));
+            }
+            seen
+        })
+    };
+    // A script typed into a pty can stall on a loaded machine (seen once in CI, i686 beside the
+    // emulated targets: a prompt never matched); played again, a stall passes, a real
+    // difference fails twice. (A stall in one of the two runs fails `same`'s comparison.)
+    let stalled = |o: &Outcome| o.observed.iter().any(|s| s.starts_with("stalled:"));
+    let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(play)) {
+        Ok(outcome) if !stalled(&outcome) => outcome,
+        first => {
+            eprintln!("{peer:?} {args:?}: played again after {}", if first.is_ok() { "a stall" } else { "a failure" });
+            play()
+        }
+    };
     assert_eq!(outcome.observed, ["steps: 5", "job control: true"], "{peer:?} {args:?}");
     assert_eq!(outcome.code, 5);
 }
