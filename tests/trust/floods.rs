@@ -282,12 +282,14 @@ fn sigkill_lateness_under_floods(dir: &Path) -> (f64, f64, usize) {
     reader.join().unwrap();
     let log = run.stderr();
     assert_eq!(code, 137, "{log}");
-    let at = log
-        .lines()
-        .find(|l| l.contains("grace expired"))
-        .and_then(|l| l.split_whitespace().nth(1)?.strip_prefix('+')?.strip_suffix('s')?.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("no grace line: {log}"));
-    (at * 1000.0 - 1000.0, after_grace, before)
+    // The timeline counts from lastcall's start: the grace runs from its TERM line.
+    let at = |entry: &str| {
+        log.lines()
+            .find(|l| l.contains(entry))
+            .and_then(|l| l.split_whitespace().nth(1)?.strip_prefix('+')?.strip_suffix('s')?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no '{entry}' line: {log}"))
+    };
+    ((at("grace expired") - at("received SIGTERM")) * 1000.0 - 1000.0, after_grace, before)
 }
 
 /// Every wake-up does bounded work: under a flood of the notify socket and of the health
