@@ -178,10 +178,7 @@ fn the_app_gets_the_timelines_clock() {
     assert_eq!(run.wait(10 * SEC), 0);
     // The app's reading of the clock when the TERM came, against the timeline's line for it.
     let log = run.stderr();
-    let at = |entry: &str| -> f64 {
-        let line = log.lines().find(|l| l.ends_with(entry) || l.contains(&format!("{entry} "))).unwrap_or_else(|| panic!("no '{entry}' in:\n{log}"));
-        line.strip_prefix("lastcall: +").and_then(|l| l.split_once("s ")).and_then(|(t, _)| t.parse().ok()).unwrap_or_else(|| panic!("{line}"))
-    };
+    let at = |entry: &str| timeline_seconds(&log, entry);
     let app = (got - zero) as f64 / 1e9;
     let (forwarded, exited) = (at("forwarded SIGTERM"), at("child exited with status 0"));
     assert!(forwarded - 0.001 <= app && app <= exited + 0.001, "the app's +{app:.3}s between +{forwarded}s and +{exited}s:\n{log}");

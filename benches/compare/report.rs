@@ -64,9 +64,12 @@ fn busy_seconds() -> f64 {
 /// children, so the contenders' apps and orphans are in it).
 fn own_cpu_seconds() -> f64 {
     let seconds = |who| {
-        // SAFETY: getrusage fills the struct it is given.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(who, &mut u) };
+        // SAFETY: rusage is plain integers, for which all zeroes is a value; getrusage fills it.
+        let u = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            libc::getrusage(who, &mut u);
+            u
+        };
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         tv(u.ru_utime) + tv(u.ru_stime)
     };

@@ -54,6 +54,13 @@ pub fn lines(path: &Path) -> Vec<String> {
     fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
+/// Where the first timeline line containing `entry` sits on lastcall's clock, in seconds
+/// (`lastcall: +1.234s entry`).
+pub fn timeline_seconds(log: &str, entry: &str) -> f64 {
+    let line = log.lines().find(|l| l.starts_with("lastcall: +") && l.contains(entry)).unwrap_or_else(|| panic!("no '{entry}' in:\n{log}"));
+    line.strip_prefix("lastcall: +").and_then(|l| l.split_once("s ")).and_then(|(t, _)| t.parse().ok()).unwrap_or_else(|| panic!("no time in: {line}"))
+}
+
 /// Waits for a report line starting with `prefix` and returns it.
 pub fn wait_line(path: &Path, prefix: &str, limit: Duration) -> String {
     wait_until(limit, &format!("'{prefix}' in {}", path.display()), || {

@@ -283,12 +283,7 @@ fn sigkill_lateness_under_floods(dir: &Path) -> (f64, f64, usize) {
     let log = run.stderr();
     assert_eq!(code, 137, "{log}");
     // The timeline counts from lastcall's start: the grace runs from its TERM line.
-    let at = |entry: &str| {
-        log.lines()
-            .find(|l| l.contains(entry))
-            .and_then(|l| l.split_whitespace().nth(1)?.strip_prefix('+')?.strip_suffix('s')?.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no '{entry}' line: {log}"))
-    };
+    let at = |entry: &str| timeline_seconds(&log, entry);
     ((at("grace expired") - at("received SIGTERM")) * 1000.0 - 1000.0, after_grace, before)
 }
 
