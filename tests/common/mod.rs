@@ -1,9 +1,11 @@
 //! Running the built lastcall around fixture programs, as PID 1 of a new PID namespace or as a
 //! plain child, and waiting on what they report, with deadlines rather than sleeps. `proc`:
 //! processes (spawn, kill a tree, wait with a deadline, cgroups); `net`: a free port and HTTP;
-//! `nginx`: the one nginx configuration.
+//! `nginx`: the one nginx configuration; `contention`: timing verdicts that a busy host cannot
+//! flip, and the lock the flood and timing tests run alone under.
 #![allow(dead_code)]
 
+pub mod contention;
 pub mod net;
 pub mod nginx;
 pub mod proc;
