@@ -2,8 +2,9 @@
 
 use super::*;
 
-/// The app for the log tests: ignores TERM, counts USR1, keeps leaving orphans for lastcall to
-/// reap, and reports whether its own stderr is still blocking.
+/// The app for the log tests: ignores TERM, counts USR1 (the signals that fill lastcall's log
+/// pipe) and HUP (the ones the test counts, each sent once), keeps leaving orphans for lastcall
+/// to reap, and reports whether its own stderr is still blocking.
 const LOG_FLOOD_APP: &str = r#"
 import fcntl, os, signal, sys
 out = sys.argv[1]
@@ -17,8 +18,13 @@ got = [0]
 def on_usr1(s, f):
     got[0] += 1
 signal.signal(signal.SIGUSR1, on_usr1)
+hups = [0]
+def on_hup(s, f):
+    hups[0] += 1
+signal.signal(signal.SIGHUP, on_hup)
 report("ready %d" % os.getpid())
 seen = 0
+seen_hup = 0
 while True:
     for _ in range(20):
         pid = os.fork()
@@ -30,6 +36,9 @@ while True:
     if got[0] != seen:
         seen = got[0]
         report("usr1 %d" % seen)
+    if hups[0] != seen_hup:
+        seen_hup = hups[0]
+        report("hup %d" % seen_hup)
     signal.sigtimedwait([signal.SIGUSR2], 0.005)
 "#;
 
@@ -40,8 +49,8 @@ fn pipe_backlog(fd: i32) -> i32 {
     n
 }
 
-fn last_usr1(report: &Path) -> u64 {
-    lines(report).iter().filter_map(|l| l.strip_prefix("usr1 ")?.parse().ok()).max().unwrap_or(0)
+fn last_hup(report: &Path) -> u64 {
+    lines(report).iter().filter_map(|l| l.strip_prefix("hup ")?.parse().ok()).max().unwrap_or(0)
 }
 
 fn zombies_of(pid: i32) -> usize {
@@ -86,19 +95,19 @@ fn start_with_a_full_log_pipe(dir: &Path) -> (std::process::Child, std::process:
 #[test]
 fn a_log_pipe_nobody_reads_does_not_stop_the_loop() {
     use std::os::fd::AsRawFd;
+    let _alone = common::contention::alone();
     let dir = scratch("log-pipe");
     let (mut lastcall, stderr, report) = start_with_a_full_log_pipe(&dir);
     let pid = lastcall.id() as i32;
     let guard = KillTree(pid);
-    // Forwarding: USR1 keeps reaching the app while the pipe stays full, round after round
-    // (each round needs lastcall to have got past the log line of the one before).
-    for _ in 0..5 {
-        let before = last_usr1(&report);
-        wait_until(10 * SEC, "USR1 forwarded with a full log pipe", || {
-            kill(pid, libc::SIGUSR1);
-            (last_usr1(&report) > before + 1).then_some(())
-        });
+    // Forwarding: HUP keeps reaching the app while the pipe stays full, round after round, each
+    // sent once and counted (each round needs lastcall to have got past the log line of the one
+    // before; a HUP lost on the way fails the round).
+    for n in 1..=5 {
+        kill(pid, libc::SIGHUP);
+        wait_until(10 * SEC, &format!("HUP {n} forwarded with a full log pipe"), || (last_hup(&report) >= n).then_some(()));
     }
+    assert_eq!(last_hup(&report), 5, "the app got HUPs that were not sent");
     assert!(pipe_backlog(stderr.as_raw_fd()) >= 60 * 1024);
     // Reaping: the app leaves orphans all the time; they do not pile up as zombies.
     let mut worst = 0;
@@ -122,6 +131,7 @@ fn a_log_pipe_nobody_reads_does_not_stop_the_loop() {
 /// Point 4, continued: once the pipe is read again, the next line is preceded by the count.
 #[test]
 fn dropped_log_lines_are_counted_once_the_pipe_drains() {
+    let _alone = common::contention::alone();
     let dir = scratch("log-dropped");
     let (mut lastcall, mut stderr, _report) = start_with_a_full_log_pipe(&dir);
     let pid = lastcall.id() as i32;
