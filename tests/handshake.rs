@@ -38,19 +38,24 @@ fn the_ready_file_appears_once_the_app_runs_and_goes_at_the_first_signal() {
     let out = dir.join("report");
     let ready = dir.join("ready");
     let ready_arg = ready.display().to_string();
-    let mut run = start(Mode::Pid1, &dir, &["--ready-file", &ready_arg, "--pre-stop", "1s"], fixture_cmd("record", &out, &[]));
+    // A pre-stop far longer than any wait below, cut short once the file is seen gone.
+    let mut run = start(Mode::Pid1, &dir, &["--ready-file", &ready_arg, "--pre-stop", "60s"], fixture_cmd("record", &out, &[]));
     wait_line(&out, "child ready", 10 * SEC);
     wait_until(5 * SEC, "the ready file", || ready.exists().then_some(()));
     assert!(!dir.read_dir().unwrap().any(|e| e.unwrap().file_name().to_string_lossy().contains(".lastcall-")));
     run.signal(libc::SIGTERM);
     // Gone while the app is still running untouched in its pre-stop.
-    wait_until(SEC / 2, "the ready file to go", || (!ready.exists()).then_some(()));
+    wait_until(10 * SEC, "the ready file to go", || (!ready.exists()).then_some(()));
     assert_eq!(count_lines(&out, "child signal"), 0, "the app was not signalled yet");
+    run.signal(libc::SIGINT); // a second signal cuts the pre-stop short
     assert_eq!(run.wait(10 * SEC), 0);
 
-    // On exit too, when the app ends by itself.
-    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg], ["sleep", "0.5"]);
-    wait_until(5 * SEC, "the ready file", || ready.exists().then_some(()));
+    // On exit too, when the app ends by itself: once the test has seen the file, it says go.
+    let go = dir.join("go");
+    let app = format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display());
+    let mut run = start(Mode::Plain, &dir, &["--ready-file", &ready_arg], ["sh", "-c", &app]);
+    wait_until(10 * SEC, "the ready file", || ready.exists().then_some(()));
+    fs::write(&go, "").unwrap();
     assert_eq!(run.wait(10 * SEC), 0);
     assert!(!ready.exists());
 }
@@ -78,7 +83,9 @@ fn with_health(name: &str, opts: &[&str], fixture_args: (&str, &[&str])) -> With
 
 #[test]
 fn ready_flips_to_503_at_the_first_signal_while_live_stays_200_through_the_drain() {
-    let WithHealth { mut run, out, port, listen } = with_health("health", &["--pre-stop", "1s"], ("slow-term", &["1.5"]));
+    let _alone = common::contention::alone();
+    // Pre-stop and drain each seconds long, so that a busy host still fits checks in both.
+    let WithHealth { mut run, out, port, listen } = with_health("health", &["--pre-stop", "2s"], ("slow-term", &["2"]));
     assert_eq!(http_status(port, "/ready"), Some(200));
     assert_eq!(http_status(port, "/nope"), Some(404));
     assert_eq!(probe(&["ready", "--health-listen", &listen]), 0);
@@ -86,8 +93,11 @@ fn ready_flips_to_503_at_the_first_signal_while_live_stays_200_through_the_drain
     let started = Instant::now();
     run.signal(libc::SIGTERM);
     assert_eq!(http_status(port, "/ready"), Some(503), "unready at once");
-    let mut checks = 0;
+    // Checks placed by the app's own markers: before "child term" is the pre-stop, after it
+    // the drain.
+    let (mut in_pre_stop, mut in_drain) = (0, 0);
     while !run.try_exited() {
+        let termed_before = count_lines(&out, "child term") > 0;
         let (ready, live) = (http_status(port, "/ready"), http_status(port, "/live"));
         // No answer is only acceptable once the app has finished and lastcall is leaving.
         if count_lines(&out, "child finished") > 0 {
@@ -95,19 +105,25 @@ fn ready_flips_to_503_at_the_first_signal_while_live_stays_200_through_the_drain
         }
         assert_eq!(ready, Some(503), "after {:?}", started.elapsed());
         assert_eq!(live, Some(200), "live failed during the drain after {:?}", started.elapsed());
-        checks += 1;
+        if termed_before {
+            in_drain += 1;
+        } else if count_lines(&out, "child term") == 0 {
+            in_pre_stop += 1;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(run.wait(SEC), 0);
-    assert!(started.elapsed() >= Duration::from_millis(2400), "pre-stop 1s + drain 1.5s took {:?}", started.elapsed());
-    assert!(checks > 10, "only {checks} checks during the drain");
-    wait_line(&out, "child finished", SEC);
+    assert_eq!(run.wait(10 * SEC), 0);
+    assert!(started.elapsed() >= Duration::from_millis(3900), "pre-stop 2s + drain 2s took {:?}", started.elapsed());
+    assert!(in_pre_stop > 0 && in_drain > 0, "checks: {in_pre_stop} in the pre-stop, {in_drain} in the drain");
+    wait_line(&out, "child finished", 10 * SEC);
     assert_eq!(http_status(port, "/live"), None, "nothing listens once lastcall is gone");
     assert_eq!(probe(&["live", "--health-listen", &listen]), 1);
 }
 
 #[test]
 fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
+    use common::contention::{unless_stalled, Late, Window};
+    let _alone = common::contention::alone();
     let WithHealth { mut run, out, port, .. } = with_health("slowloris", &["--grace", "1s"], ("record", &["keep"]));
 
     // Forwarding latency: signal sent to lastcall → handler entered in the child.
@@ -148,25 +164,36 @@ fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
     // Garbage and an oversized head are answered and closed, not waited on.
     let mut garbage = TcpStream::connect_timeout(&addr, SEC).unwrap();
     let _ = garbage.write_all(&[0xffu8; 8192]);
-    let loaded = measure(15);
+    // Relative to the idle control of the same run: the median within 3x, the worst within 3x
+    // plus 200 ms (a forward that waited on a connection would take its 2 s timeout). Measured
+    // again only when the host took at least the excess from the window (lastcall, the app and
+    // this thread).
+    let p50 = |v: &[Duration]| v[v.len() / 2];
+    let worst = |v: &[Duration]| *v.last().unwrap();
+    let (p50_bound, worst_bound) = (3 * p50(&baseline) + Duration::from_millis(20), 3 * worst(&baseline) + Duration::from_millis(200));
+    let mut watched = vec![run.pid];
+    watched.extend(descendants(run.pid));
+    unless_stalled("forwarding beside a slowloris", 3, || {
+        let window = Window::open(&watched);
+        let loaded = measure(15);
+        let contention = window.close();
+        let excess = p50(&loaded).saturating_sub(p50_bound).max(worst(&loaded).saturating_sub(worst_bound));
+        if excess.is_zero() {
+            return Ok(());
+        }
+        let detail = format!("p50 {:?} and worst {:?} under load vs {:?} and {:?} idle", p50(&loaded), worst(&loaded), p50(&baseline), worst(&baseline));
+        Err(Late { excess, contention, detail })
+    });
     // A probe still gets through: the cap evicts the oldest idle connection.
     assert_eq!(http_status(port, "/ready"), Some(200));
 
-    let p50 = |v: &[Duration]| v[v.len() / 2];
-    assert!(
-        p50(&loaded) <= p50(&baseline) + Duration::from_millis(20),
-        "p50 {:?} under load vs {:?} idle",
-        p50(&loaded),
-        p50(&baseline)
-    );
-    assert!(*loaded.last().unwrap() < Duration::from_millis(500), "worst {:?}", loaded.last());
-
-    // The TERM-ignoring app is still killed at the grace deadline.
+    // The TERM-ignoring app is still killed at the grace deadline: not before it, and generous
+    // above (tens of ms are expected past it).
     let sent = Instant::now();
     run.signal(libc::SIGTERM);
     assert_eq!(run.wait(10 * SEC), 137);
     let took = sent.elapsed();
-    assert!(took >= SEC && took < SEC + Duration::from_millis(400), "killed after {took:?}");
+    assert!(took >= SEC && took < SEC + Duration::from_millis(1500), "killed after {took:?}");
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     slowloris.join().unwrap();
     drop(idle);
@@ -174,10 +201,12 @@ fn idle_connections_and_a_slowloris_do_not_delay_signals_or_the_deadline() {
 
 #[test]
 fn the_health_endpoint_bounds_size_time_and_connections() {
-    let WithHealth { run: _run, port, .. } = with_health("bounds", &[], ("record", &[]));
+    use common::contention::{unless_stalled, Late, Window};
+    let _alone = common::contention::alone();
+    let WithHealth { run, port, .. } = with_health("bounds", &[], ("record", &[]));
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let read_all = |s: &mut TcpStream| {
-        s.set_read_timeout(Some(10 * SEC)).unwrap();
+        s.set_read_timeout(Some(30 * SEC)).unwrap();
         let mut buf = Vec::new();
         let _ = s.read_to_end(&mut buf);
         String::from_utf8_lossy(&buf).into_owned()
@@ -194,17 +223,27 @@ fn the_health_endpoint_bounds_size_time_and_connections() {
     let opened = Instant::now();
     assert_eq!(read_all(&mut silent), "");
     let held = opened.elapsed();
-    assert!(held >= Duration::from_millis(1900) && held < 4 * SEC, "closed after {held:?}");
+    // Generous above: closed, not left open until the read gives up at 30 s.
+    assert!(held >= Duration::from_millis(1900) && held < 2 * SEC + 8 * SEC, "closed after {held:?}");
 
     // Past the cap (64), each new connection evicts the oldest: the first idle one is closed
-    // at once, and a probe still gets its answer.
-    let mut first = TcpStream::connect(addr).unwrap();
-    let others: Vec<TcpStream> = (0..70).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    let evicted = Instant::now();
-    assert_eq!(read_all(&mut first), "");
-    assert!(evicted.elapsed() < SEC, "the oldest was not evicted: {:?}", evicted.elapsed());
-    assert_eq!(http_status(port, "/ready"), Some(200));
-    drop(others);
+    // at once, and a probe still gets its answer. Closed within 1 s of its opening, well before
+    // its own 2 s timeout would close it; tried again only if the host took that excess.
+    unless_stalled("eviction of the oldest connection", 3, || {
+        let window = Window::open(&[run.pid]);
+        let opened = Instant::now();
+        let mut first = TcpStream::connect(addr).unwrap();
+        let others: Vec<TcpStream> = (0..70).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        assert_eq!(read_all(&mut first), "");
+        let took = opened.elapsed();
+        let contention = window.close();
+        assert_eq!(http_status(port, "/ready"), Some(200));
+        drop(others);
+        match took.checked_sub(SEC) {
+            None => Ok(()),
+            Some(excess) => Err(Late { excess, contention, detail: format!("the oldest was closed {took:?} after it opened") }),
+        }
+    });
 }
 
 #[test]
@@ -532,7 +571,9 @@ fn pause_mode_waits_for_a_termination_signal() {
 #[test]
 fn warn_reaping_reports_adopted_zombies() {
     // The inner shell leaves `true` behind; as an orphan it comes back to lastcall to be reaped.
-    let (code, _, stderr) = run_to_end(Mode::Plain, &["-w", "sh", "-c", "sh -c 'true &'; sleep 0.3"], &[]);
+    // The app stays until lastcall has reaped it: kill -0 fails only once the zombie is gone.
+    let app = "o=$(sh -c 'true & echo $!'); while kill -0 $o 2>/dev/null; do sleep 0.01; done";
+    let (code, _, stderr) = run_to_end(Mode::Plain, &["-w", "sh", "-c", app], &[]);
     assert_eq!(code, 0);
     assert!(stderr.contains("Reaped zombie process with pid="), "{stderr}");
 }

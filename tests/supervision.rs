@@ -137,6 +137,7 @@ fn exit_codes_follow_the_child() {
 
 #[test]
 fn hundreds_of_orphans_are_reaped_and_no_zombie_is_left() {
+    let _alone = common::contention::alone(); // a fork flood
     let dir = scratch("orphans");
     let out = dir.join("report");
     let mut run = start(Mode::Pid1, &dir, &[], fixture_cmd("orphans", &out, &["400"]));
@@ -147,13 +148,15 @@ fn hundreds_of_orphans_are_reaped_and_no_zombie_is_left() {
 
 #[test]
 fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
+    let _alone = common::contention::alone();
     let (mut run, out) = with_ready_fixture("prestop", Mode::Pid1, &["--pre-stop", "1500ms"], "record", &[]);
     let sent = monotonic_ns();
     run.signal(libc::SIGTERM);
     let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 10 * SEC);
     let delay = Duration::from_nanos(signal_time(&line) - sent);
     assert!(delay >= Duration::from_millis(1500), "forwarded after {delay:?}");
-    assert!(delay < Duration::from_millis(2500), "forwarded after {delay:?}");
+    // Generous: a few ms are expected past the pre-stop; 1.5 s more would be a second pre-stop.
+    assert!(delay < Duration::from_millis(1500) + Duration::from_millis(1400), "forwarded after {delay:?}");
     assert_eq!(run.wait(10 * SEC), 0);
     // The timeline, at the default level.
     let log = run.stderr();
@@ -164,6 +167,7 @@ fn pre_stop_delays_the_forwarded_signal_by_its_duration() {
 
 #[test]
 fn the_app_gets_the_timelines_clock() {
+    let _alone = common::contention::alone();
     let dir = scratch("clock");
     let out = dir.join("report");
     let before = monotonic_ns();
@@ -182,11 +186,15 @@ fn the_app_gets_the_timelines_clock() {
     let app = (got - zero) as f64 / 1e9;
     let (forwarded, exited) = (at("forwarded SIGTERM"), at("child exited with status 0"));
     assert!(forwarded - 0.001 <= app && app <= exited + 0.001, "the app's +{app:.3}s between +{forwarded}s and +{exited}s:\n{log}");
-    assert!((forwarded - at("received SIGTERM") - 0.3).abs() < 0.05, "the pre-stop on the same clock:\n{log}");
+    // The pre-stop on the same clock: at least its 300 ms (less the millisecond the timeline
+    // truncates), and a generous bound above, since a busy host may wake lastcall late.
+    let pre_stop = forwarded - at("received SIGTERM");
+    assert!((0.299..1.3).contains(&pre_stop), "the pre-stop took {pre_stop:.3}s on the timeline's clock:\n{log}");
 }
 
 #[test]
 fn a_second_termination_signal_cuts_the_pre_stop_short() {
+    let _alone = common::contention::alone();
     let (mut run, out) = with_ready_fixture("prestop-skip", Mode::Pid1, &["--pre-stop", "30s"], "record", &[]);
     run.signal(libc::SIGTERM);
     // The first signal must not reach the app during the pre-stop...
@@ -197,9 +205,10 @@ fn a_second_termination_signal_cuts_the_pre_stop_short() {
     }
     let sent = monotonic_ns();
     run.signal(libc::SIGINT);
-    let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 5 * SEC);
+    let line = wait_line(&out, &format!("child signal {} ", libc::SIGTERM), 20 * SEC);
     let delay = Duration::from_nanos(signal_time(&line) - sent);
-    assert!(delay < SEC, "forwarded {delay:?} after the second signal");
+    // Generous: ms are expected; the pre-stop it cuts short would have taken 30 s.
+    assert!(delay < 10 * SEC, "forwarded {delay:?} after the second signal");
     assert_eq!(run.wait(10 * SEC), 0);
     // The timeline, each line once.
     let log = run.stderr();
@@ -220,13 +229,16 @@ fn quiet_silences_the_timeline() {
 
 #[test]
 fn a_term_ignoring_child_is_killed_at_the_grace_deadline_with_137() {
+    let _alone = common::contention::alone();
     let (mut run, _) = with_ready_fixture("grace", Mode::Pid1, &["--grace", "1s"], "ignore-term", &[]);
     let sent = Instant::now();
     run.signal(libc::SIGTERM);
-    let code = run.wait(10 * SEC);
+    let code = run.wait(20 * SEC);
     let took = sent.elapsed();
     assert_eq!(code, 137, "{}", run.stderr());
-    assert!(took >= SEC && took < 3 * SEC, "killed after {took:?}");
+    // At the 1 s grace, not before; generous above (tens of ms are expected past it), while a
+    // child left to run would have been stopped only by the test's 20 s.
+    assert!(took >= SEC && took < SEC + 9 * SEC, "killed after {took:?}");
 }
 
 #[test]

@@ -247,8 +247,12 @@ fn setsid_bash_in_a_pty_led_by_lastcall_has_job_control_and_gets_ctrl_c() {
     // pty-session makes lastcall a session leader with the pty as its controlling terminal, as
     // `docker run -it` does. Ctrl-Z must stop a job (job control), Ctrl-C must end the
     // foreground job and leave bash (and lastcall) running.
-    let steps = r#"[["expect","lc$ "],["send","sleep 30\n"],["pause",0.5],["send","\u001a"],["expect","Stopped"],
-        ["expect","lc$ "],["send","kill %1\n"],["expect","lc$ "],["send","sleep 30\n"],["pause",0.5],["send","\u0003"],
+    // Each job prints RUNNING-N once it runs in the foreground (the echo of what was typed
+    // holds only the sum), and the key goes only then.
+    let steps = r#"[["expect","lc$ "],["send","sh -c 'echo RUNNING-$((40+1)); exec sleep 30'\n"],["expect","RUNNING-41"],
+        ["send","\u001a"],["expect","Stopped"],
+        ["expect","lc$ "],["send","kill %1\n"],["expect","lc$ "],["send","sh -c 'echo RUNNING-$((40+3)); exec sleep 30'\n"],
+        ["expect","RUNNING-43"],["send","\u0003"],
         ["expect","lc$ "],["send","echo alive-$((40+2))\n"],["expect","alive-42"],["send","exit 3\n"],["eof"]]"#;
     let session = repo().join("tests/hosts/pty-session");
     let out = Command::new("python3")
