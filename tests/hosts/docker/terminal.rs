@@ -42,14 +42,27 @@ fn docker_run_it_ctrl_c_reaches_an_app_as_another_user(hosts: &mut Hosts) {
     assert!(!transcript.contains("received SIGINT"), "Ctrl-C went to the app, not to lastcall:\n{transcript}");
 }
 
+/// `docker run -it IMAGE sh`: the shell puts its job in the terminal's foreground, so Ctrl-C
+/// reaches the job (a `sleep` loop) and not the shell, which gets its prompt back.
 fn docker_run_it_sh_gets_its_prompt_back(hosts: &mut Hosts) {
     let docker = hosts.docker();
     for mode in MODES {
         let mut args = mode.image().to_vec();
         args.extend(["sh"]);
-        let steps = r##"[["expect", "# "], ["send", "sleep 30\r"], ["pause", 0.5], ["send", "\u0003"], ["expect", "# "],
-                        ["send", "echo alive-$((20+22))\r"], ["expect", "alive-42"], ["send", "exit 5\r"], ["eof"]]"##;
+        // Each of the two says when it gets INT. The job exits 7 from its trap rather than dying
+        // of the signal: a shell whose job died of SIGINT raises SIGINT on itself (ash and dash
+        // do), which would fire the shell's trap though the terminal never sent it there. The
+        // job says when it runs, so Ctrl-C is typed then, not after a pause. Each marker is
+        // computed ($((40+2))) so that the terminal's echo of the typed line cannot match it.
+        let steps = r##"[["expect", "# "], ["send", "trap 'echo shell-got-INT-$((40+2))' INT\r"], ["expect", "# "],
+                        ["send", "sh -c 'trap \"echo job-got-INT-\\$((40+2)); exit 7\" INT; echo job-ready-$((40+2)); while :; do sleep 1; done'\r"],
+                        ["expect", "job-ready-42"], ["send", "\u0003"], ["expect", "# "],
+                        ["send", "echo job-status-$?; echo alive-$((20+22))\r"], ["expect", "alive-42"],
+                        ["send", "exit 5\r"], ["eof"]]"##;
         let (transcript, code) = pty_session(docker, &args, steps);
         assert_eq!(code, 5, "{mode:?}:\n{transcript}");
+        assert!(transcript.contains("job-got-INT-42"), "{mode:?}: Ctrl-C did not reach the foreground job:\n{transcript}");
+        assert!(transcript.contains("job-status-7"), "{mode:?}: the job did not end by its own INT trap:\n{transcript}");
+        assert!(!transcript.contains("shell-got-INT-42"), "{mode:?}: Ctrl-C reached the shell too, not only its job:\n{transcript}");
     }
 }
