@@ -570,9 +570,12 @@ fn pause_mode_waits_for_a_termination_signal() {
 
 #[test]
 fn warn_reaping_reports_adopted_zombies() {
-    // The inner shell leaves `true` behind; as an orphan it comes back to lastcall to be reaped.
-    // The app stays until lastcall has reaped it: kill -0 fails only once the zombie is gone.
-    let app = "o=$(sh -c 'true & echo $!'); while kill -0 $o 2>/dev/null; do sleep 0.01; done";
+    // The inner shell leaves a subshell behind that ends only once the inner shell is gone, so
+    // that it is an orphan when it dies (a `true &` can die first and be reaped by the shell on
+    // a busy machine), and comes back to lastcall to be reaped. The app stays until lastcall has
+    // reaped it: kill -0 fails only once the zombie is gone.
+    let app = "o=$(sh -c '(while kill -0 $$ 2>/dev/null; do sleep 0.01; done) >&2 & echo $!'); \
+               while kill -0 $o 2>/dev/null; do sleep 0.01; done";
     let (code, _, stderr) = run_to_end(Mode::Plain, &["-w", "sh", "-c", app], &[]);
     assert_eq!(code, 0);
     assert!(stderr.contains("Reaped zombie process with pid="), "{stderr}");
