@@ -463,7 +463,10 @@ fn serve(started: &mut Started, port: u16, log: &Path) -> Result<(), String> {
         .find(|p| fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "lastcall"))
         .ok_or("no lastcall process in the block")?;
     common::kill(lastcall, libc::SIGTERM);
-    let in_pre_stop = wait_until(Duration::from_secs(10), "the pre-stop or the forwarded signal", || {
+    // The request is made on the marker that the pre-stop began, always: a block that never
+    // shows it (the signal forwarded at once, or the block gone) fails, it is not let off.
+    let sent = Instant::now();
+    let in_pre_stop = wait_until(Duration::from_secs(60), "the pre-stop or the forwarded signal", || {
         let out = output_of(log);
         if out.contains("pre-stop: the app keeps running") {
             Some(true)
@@ -471,17 +474,19 @@ fn serve(started: &mut Started, port: u16, log: &Path) -> Result<(), String> {
             (out.contains("forwarded") || started.0.try_wait().unwrap().is_some()).then_some(false)
         }
     });
+    let seen = sent.elapsed();
     let request = in_pre_stop.then(|| std::thread::spawn(move || support::http_get(port, DURING_PRE_STOP, Duration::from_secs(60))));
     let status = wait_until(Duration::from_secs(60), "the served block to end", || started.0.try_wait().unwrap());
     let out = output_of(log);
+    let Some(request) = request else {
+        return Err(format!("no pre-stop line after SIGTERM (exit {status}): GET {DURING_PRE_STOP} during the pre-stop was not made"));
+    };
     if !out.contains("received SIGTERM") || !(out.contains("child exited with status") || out.contains("child killed by")) {
         return Err(format!("no shutdown timeline (exit {status})"));
     }
-    if let Some(request) = request {
-        match request.join().unwrap() {
-            Some((200, _)) => {}
-            other => return Err(format!("GET {DURING_PRE_STOP} during the pre-stop: {other:?}, not 200")),
-        }
+    match request.join().unwrap() {
+        Some((200, _)) => {}
+        other => return Err(format!("GET {DURING_PRE_STOP}, made {seen:?} after SIGTERM on the pre-stop line: {other:?}, not 200")),
     }
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {

@@ -23,8 +23,6 @@ use crate::Case;
 
 /// Debian's client: another one may be first in PATH, and the daemon speaks API 1.41.
 const CLIENT: &str = "/usr/bin/docker";
-/// Docker's own default stop timeout, which lastcall's defaults must fit in.
-const DOCKER_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct Docker {
     run: Scratch,
@@ -264,8 +262,18 @@ impl Container<'_> {
 
     /// `docker stop` in the background; join for how long it took.
     pub fn stop_in_background(&self) -> std::thread::JoinHandle<Duration> {
+        self.stop_in_background_with(None)
+    }
+
+    /// `docker stop [-t N]` in the background: a pre-stop longer than Docker's default 10 s
+    /// needs a longer timeout.
+    pub fn stop_in_background_with(&self, timeout: Option<u32>) -> std::thread::JoinHandle<Duration> {
         let mut cmd = self.docker.cmd();
-        cmd.args(["stop", &self.name]);
+        cmd.arg("stop");
+        if let Some(t) = timeout {
+            cmd.args(["-t", &t.to_string()]);
+        }
+        cmd.arg(&self.name);
         std::thread::spawn(move || {
             let t = Instant::now();
             ok(&mut cmd, 60 * SEC);
@@ -321,16 +329,25 @@ fn draining_app(drain: &str) -> String {
 
 /// Seconds between the first lines containing `a` and `b` in `docker logs -t` output.
 fn seconds_between(log: &str, a: &str, b: &str) -> f64 {
-    let at = |needle: &str| -> f64 {
-        let line = log.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("no '{needle}' in:\n{log}"));
-        // 2026-12-03T08:46:42.280528769Z
-        let stamp = line.split_whitespace().next().unwrap();
-        let time = stamp.split('T').nth(1).unwrap().trim_end_matches('Z');
-        let mut parts = time.split(':');
-        let h: f64 = parts.next().unwrap().parse().unwrap();
-        let m: f64 = parts.next().unwrap().parse().unwrap();
-        let s: f64 = parts.next().unwrap().parse().unwrap();
-        h * 3600.0 + m * 60.0 + s
-    };
-    at(b) - at(a)
+    stamped_at(log, b) - stamped_at(log, a)
+}
+
+/// When dockerd logged the first line containing `needle` in `docker logs -t` output: seconds
+/// since the epoch (UTC), comparable across the containers of one daemon.
+pub(crate) fn stamped_at(log: &str, needle: &str) -> f64 {
+    let line = log.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("no '{needle}' in:\n{log}"));
+    // 2026-12-03T08:46:42.280528769Z (Compose puts `NAME  | ` before it).
+    let stamp = line.split_whitespace().find(|w| w.ends_with('Z') && w.contains('T')).unwrap_or_else(|| panic!("no time in {line}"));
+    let (date, time) = stamp.trim_end_matches('Z').split_once('T').unwrap();
+    let mut d = date.split('-').map(|n| n.parse::<i64>().unwrap());
+    let (y, mo, day) = (d.next().unwrap(), d.next().unwrap(), d.next().unwrap());
+    // Days from the civil date (Howard Hinnant's algorithm): a stop may cross midnight.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (mo + if mo > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let days = era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+    let mut t = time.split(':').map(|n| n.parse::<f64>().unwrap());
+    let (h, m, s) = (t.next().unwrap(), t.next().unwrap(), t.next().unwrap());
+    days as f64 * 86400.0 + h * 3600.0 + m * 60.0 + s
 }

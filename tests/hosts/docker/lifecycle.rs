@@ -35,8 +35,9 @@ fn docker_stop_waits_for_the_pre_stop_and_the_drain(hosts: &mut Hosts) {
         let took = c.stop(None);
         let log = c.logs(true);
         assert_eq!(c.exit_code(), 0, "{mode:?}:\n{log}");
-        // pre-stop 1 s + drain 2 s, and well inside Docker's 10 s.
-        assert!(took >= Duration::from_millis(2900) && took < Duration::from_secs(6), "{mode:?}: docker stop took {took:?}\n{log}");
+        // pre-stop 1 s + drain 2 s held. Inside Docker's 10 s is for the exit code to say, not
+        // a wall clock that a busy host stretches: Docker's SIGKILL would have made it 137.
+        assert!(took >= Duration::from_millis(2900), "{mode:?}: docker stop took {took:?}\n{log}");
         let held = seconds_between(&log, "received SIGTERM", "app got TERM");
         assert!(held >= 0.95, "{mode:?}: the app got TERM {held}s after lastcall did:\n{log}");
         assert_timeline_once(&log, &["received SIGTERM", "pre-stop: the app keeps running for 1.000s", "pre-stop ended", "forwarded SIGTERM", "child exited with status 0"]);
@@ -52,7 +53,9 @@ fn docker_stop_of_a_term_ignoring_app_ends_at_lastcalls_grace(hosts: &mut Hosts)
     let took = c.stop(None);
     let log = c.logs(false);
     assert_eq!(c.exit_code(), 137, "{log}");
-    assert!(took >= Duration::from_millis(7800) && took < DOCKER_STOP_TIMEOUT, "docker stop took {took:?}:\n{log}");
+    assert!(took >= Duration::from_millis(7800), "docker stop took {took:?}:\n{log}");
+    // lastcall's SIGKILL came before Docker's (at its 10 s), on events rather than `took`: only
+    // lastcall writes these lines, and had Docker killed it first the last would be missing.
     assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child killed by SIGKILL"]);
     let last = log.lines().filter(|l| l.starts_with("lastcall:")).last().unwrap_or_default();
     assert!(last.ends_with("child killed by SIGKILL"), "the timeline's last line is there: {last}\n{log}");
@@ -67,7 +70,7 @@ fn docker_stop_timeout_sets_the_grace(hosts: &mut Hosts) {
     let took = c.stop(Some(4));
     let log = c.logs(false);
     assert_eq!(c.exit_code(), 137, "{log}");
-    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(6), "docker stop -t 4 took {took:?}:\n{log}");
+    assert!(took >= Duration::from_millis(1900), "docker stop -t 4 took {took:?}:\n{log}");
     // Only lastcall writes these: had Docker's SIGKILL come first, the last one would be missing.
     assert_timeline_once(&log, &["grace expired: sent SIGKILL", "child killed by SIGKILL"]);
     // One that cannot fit is refused before the app starts.
