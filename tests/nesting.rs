@@ -17,9 +17,13 @@ const LIMIT: Duration = Duration::from_secs(20);
 const STEPS_ASIDE: &str = "the command is lastcall too";
 
 /// A copy of lastcall under another name, in `dir`: what an image's ENTRYPOINT may call it.
+/// A copy made by `cp`, so that this multithreaded test process never holds the copy open for
+/// writing: a child that another test forks meanwhile would inherit that descriptor until its
+/// exec, and running the copy then fails with ETXTBSY.
 fn renamed_copy(dir: &Path, name: &str) -> String {
     let path = dir.join(name);
-    fs::copy(LASTCALL, &path).unwrap();
+    let status = std::process::Command::new("cp").arg(LASTCALL).arg(&path).status().unwrap();
+    assert!(status.success(), "cp {LASTCALL} {}: {status}", path.display());
     path.to_str().unwrap().to_string()
 }
 
@@ -41,7 +45,10 @@ fn a_nested_lastcall_steps_aside_and_the_inner_one_does_the_shutdown() {
         .env("LASTCALL_HEALTH_LISTEN", &listen)
         .env("LASTCALL_PRESTOP", "typo")
         .start();
-    wait_line(&out, "child ready", LIMIT);
+    common::wait_until(LIMIT, "'child ready'", || {
+        assert!(!run.try_exited(), "lastcall exited before the app was ready:\n{}", run.stderr());
+        common::lines(&out).iter().any(|l| l.starts_with("child ready")).then_some(())
+    });
     // The health port was bound once, by the inner one: no "Address in use", and it answers.
     common::wait_until(LIMIT, "the inner lastcall's /ready", || (probe_ready(port) == 0).then_some(()));
     let sent = common::monotonic_ns();
