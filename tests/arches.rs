@@ -1,11 +1,11 @@
 //! lastcall on every architecture it ships for. One scripts/dist run builds the release binaries
-//! (the same toolchains and linkers as the artifacts) and runs each target's unit tests, a
-//! foreign target's under qemu-user (`cargo test --lib --target T` with a qemu runner). Then:
+//! (the same toolchains and linkers as the artifacts) and runs each foreign target's unit tests
+//! under qemu-user (`cargo test --lib --target T` with a qemu runner). Then:
 //!
 //! - each foreign target's binary runs the smoke suite below under qemu-user, the way `docker
 //!   run --platform` runs a foreign image, in lastcall's default mode;
-//! - i686 runs natively on this x86_64 kernel: the integration suites run against it (all but
-//!   the real-host suite);
+//! - i686 runs natively on this x86_64 kernel: its unit tests and the integration suites run
+//!   against it (all but `HOST_ONLY`);
 //! - the host's own target runs the smoke suite on the shipped binary (the rest of `cargo test`
 //!   covers its code).
 //!
@@ -119,8 +119,8 @@ fn check(which: impl Fn(&str) -> bool) {
         eprintln!("LASTCALL_ARCHES names none of {TARGETS:?}: nothing run");
         return;
     }
-    // One scripts/dist run: cargo builds each kind of target in parallel, then runs their unit
-    // tests, the foreign ones under qemu-user.
+    // One scripts/dist run: cargo builds each kind of target in parallel, then runs the foreign
+    // ones' unit tests under qemu-user.
     let dist = repo().join("target/arches/dist");
     let mut env = vec![("DIST_DIR".to_string(), dist.display().to_string())];
     for target in &targets {
@@ -128,7 +128,10 @@ fn check(which: impl Fn(&str) -> bool) {
             env.push((format!("CARGO_TARGET_{}_RUNNER", target.to_uppercase().replace('-', "_")), qemu.to_string()));
         }
     }
-    let args: Vec<&str> = std::iter::once("--lib-tests").chain(targets.iter().copied()).collect();
+    // The native targets' unit tests run elsewhere: the host's in `cargo test` itself, i686's
+    // with its integration suites (one build of the library for both).
+    let lib_tests = targets.iter().any(|t| matches!(how_it_runs(t), Runs::Under(_)));
+    let args: Vec<&str> = lib_tests.then_some("--lib-tests").into_iter().chain(targets.iter().copied()).collect();
     run_in_repo("scripts/dist", &args, &env);
 
     // The smoke suites side by side (each waits on deadlines fit for emulation), then the
@@ -155,16 +158,18 @@ fn check(which: impl Fn(&str) -> bool) {
 
 /// Suites that test something other than the architecture, which the host target's run covers:
 /// this file; the real hosts (dockerd, Podman, systemd: three minutes of CI); the peers' own
-/// suites (the personalities are data, the same on every target: two to eight minutes); the
-/// README's blocks and the set-up scripts (shell and cargo); and the instruction counts, which
-/// are measured against the peers Debian ships for the host.
-const HOST_ONLY: [&str; 6] = ["arches", "hosts", "peer_suites", "readme_blocks", "setup_host", "instructions"];
+/// suites and the side-by-side scenarios with the peers (the personalities are data, the same on
+/// every target: half a minute to eight minutes); the real-world suite, whose nginx, HAProxy and
+/// runc exercise no system call that supervision, handshake and trust do not (half a minute);
+/// the README's blocks and the set-up scripts (shell and cargo); and the instruction counts,
+/// which are measured against the peers Debian ships for the host.
+const HOST_ONLY: [&str; 8] = ["arches", "hosts", "peer_suites", "peers", "real_world", "readme_blocks", "setup_host", "instructions"];
 
-/// The integration suites (all of tests/ but `HOST_ONLY`) against `target`'s binary, less the
-/// timing-only tests (named `timing_*`): they measure the host's scheduler, not the architecture,
-/// and here they would run beside the emulated targets' builds.
+/// The unit tests and the integration suites (all of tests/ but `HOST_ONLY`) against `target`'s
+/// binary, less the timing-only tests (named `timing_*`): they measure the host's scheduler, not
+/// the architecture.
 fn whole_suite(target: &str) {
-    let mut args = vec!["+1.95.0", "test", "--locked", "--target", target];
+    let mut args = vec!["+1.95.0", "test", "--locked", "--target", target, "--lib"];
     let suites: Vec<String> = fs::read_dir(repo().join("tests"))
         .unwrap()
         .flatten()
