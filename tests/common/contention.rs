@@ -142,7 +142,8 @@ pub fn unless_stalled<T>(what: &str, tries: usize, mut attempt: impl FnMut() -> 
 }
 
 /// The run-wide lock for flood, fork-bomb and timing tests: held, nothing else that floods or
-/// measures runs, in this test binary or in another one running at the same time.
+/// measures runs, in this test binary or in another one of the same build (the same target
+/// directory) running at the same time.
 pub struct Alone(fs::File);
 
 pub fn alone() -> Alone {

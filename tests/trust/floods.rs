@@ -3,12 +3,6 @@
 
 use super::*;
 
-/// The tests that flood lastcall and measure it hold the run-wide lock: two floods at once on a
-/// 2-core machine measure each other.
-fn one_flood_at_a_time() -> common::contention::Alone {
-    common::contention::alone()
-}
-
 /// Point 11: HEAD gets GET's headers and no body.
 #[test]
 fn head_gets_headers_without_a_body() {
@@ -63,7 +57,7 @@ while time.monotonic() < end:
 /// run against the endpoint (two of each, for as long as the probing takes).
 #[test]
 fn probes_get_through_idle_and_churn_floods() {
-    let _one = one_flood_at_a_time();
+    let _alone = common::contention::alone();
     let dir = scratch("health-flood");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -158,7 +152,7 @@ fn sigpending_4096() -> std::io::Result<()> {
 /// lastcall's own socket signal) are all queued and all forwarded to the app.
 #[test]
 fn health_clients_cannot_fill_the_real_time_signal_queue() {
-    let _one = one_flood_at_a_time();
+    let _alone = common::contention::alone();
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let dir = scratch("rt-queue");
@@ -283,11 +277,10 @@ fn sigkill_lateness_under_floods(dir: &Path) -> (f64, f64, usize, common::conten
     let t0 = Instant::now();
     run.signal(libc::SIGTERM);
     // lastcall's run-queue delay goes with it when it is reaped: read it until then.
-    let deadline = t0 + 30 * SEC;
-    while !run.try_exited() && Instant::now() < deadline {
+    wait_until(30 * SEC, "lastcall to exit", || {
         window.sample();
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        run.try_exited().then_some(())
+    });
     let code = run.wait(SEC);
     let after_grace = t0.elapsed().as_secs_f64() * 1000.0 - 1000.0;
     let contention = window.close();
@@ -311,7 +304,7 @@ fn sigkill_lateness_under_floods(dir: &Path) -> (f64, f64, usize, common::conten
 /// covers the excess. The 20 ms target at the p99 is the benchmark's, measured on a quiet machine.
 #[test]
 fn timing_the_sigkill_at_the_grace_is_on_time_under_notify_and_health_floods() {
-    let _one = one_flood_at_a_time();
+    let _alone = common::contention::alone();
     for i in 0..3 {
         let mut attempt = 0;
         common::contention::unless_stalled(&format!("run {i}"), 3, || {
@@ -348,7 +341,7 @@ fn nofile(n: u64) -> std::io::Result<()> {
 /// leaves no room at all is said at start-up (before: silence, and no answer ever).
 #[test]
 fn the_health_endpoint_fits_the_fd_limit() {
-    let _one = one_flood_at_a_time();
+    let _alone = common::contention::alone();
     let dir = scratch("nofile-16");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
