@@ -10,7 +10,10 @@
  *   fixture orphans N [US]  leave N orphans for PID 1 (pausing US microseconds after each, so
  *                           that each SIGCHLD stands for one exit), sample the namespace's
  *                           zombies, wait until none is left (and no orphan is still running);
- *                           print "<ms> <most zombies at once>"
+ *                           print "<ms> <most zombies at once> <PID 1's wake-ups>"
+ *   fixture orphans N sync  as above, but each orphan is left only once PID 1 has reaped the one
+ *                           before and is asleep again: one SIGCHLD, one wake-up, one reap per
+ *                           orphan however slowly PID 1 runs (under valgrind, on a busy machine)
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -73,6 +76,34 @@ static int count_zombies(int others) {
     return zombies;
 }
 
+/* PID 1's state letter (S: asleep in its wait) and its context switches so far. */
+static char pid1_state(long *switches) {
+    char buf[4096];
+    FILE *f = fopen("/proc/1/status", "r");
+    char state = '?';
+    *switches = 0;
+    if (!f) return state;
+    while (fgets(buf, sizeof buf, f)) {
+        if (!strncmp(buf, "State:", 6)) sscanf(buf + 6, " %c", &state);
+        long n;
+        if (sscanf(buf, "voluntary_ctxt_switches: %ld", &n) == 1) *switches += n;
+        if (sscanf(buf, "nonvoluntary_ctxt_switches: %ld", &n) == 1) *switches += n;
+    }
+    fclose(f);
+    return state;
+}
+
+/* Until PID 1 has reaped `orphan` (its /proc entry is gone: a zombie keeps one) and sleeps in its
+ * wait again, so that the next SIGCHLD finds it idle and nothing of this orphan's handling is
+ * left to merge with the next one's. Polled: this process is not the one being measured. */
+static void await_reaped(pid_t orphan) {
+    char path[64];
+    long switches;
+    snprintf(path, sizeof path, "/proc/%d", (int)orphan);
+    while (access(path, F_OK) == 0) usleep(50);
+    while (pid1_state(&switches) != 'S') usleep(50);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "true";
     if (!strcmp(mode, "true")) return 0;
@@ -104,15 +135,31 @@ int main(int argc, char **argv) {
         for (;;) (void)!sendto(fd, "STATUS=flood\n", 13, 0, (struct sockaddr *)&addr, len);
     }
     if (!strcmp(mode, "orphans")) {
-        int n = argc > 2 ? atoi(argv[2]) : 2000, pace = argc > 3 ? atoi(argv[3]) : 0, most = 0;
+        int n = argc > 2 ? atoi(argv[2]) : 2000, most = 0;
+        int sync = argc > 3 && !strcmp(argv[3], "sync"), pace = argc > 3 && !sync ? atoi(argv[3]) : 0;
+        long switches_before, switches_after;
+        pid1_state(&switches_before);
         uint64_t start = now_ns();
         for (int i = 0; i < n; i++) {
+            int p[2];
+            if (sync && pipe(p) != 0) return 1;
             pid_t pid = fork();
             if (pid == 0) {
-                if (fork() == 0) _exit(0); /* the orphan */
+                pid_t orphan = fork();
+                if (orphan == 0) _exit(0); /* the orphan */
+                if (sync) (void)!write(p[1], &orphan, sizeof orphan);
                 _exit(0);
             }
-            waitpid(pid, NULL, 0);
+            if (sync) {
+                pid_t orphan = 0;
+                close(p[1]);
+                (void)!read(p[0], &orphan, sizeof orphan);
+                close(p[0]);
+                waitpid(pid, NULL, 0);
+                if (orphan > 0) await_reaped(orphan);
+            } else {
+                waitpid(pid, NULL, 0);
+            }
             if (pace > 0) usleep(pace);
             if (i % 100 == 99) {
                 int z = count_zombies(0);
@@ -125,7 +172,8 @@ int main(int argc, char **argv) {
             if (z == 0 && count_zombies(1) == 0) break;
             usleep(1000);
         }
-        printf("%.3f %d\n", (now_ns() - start) / 1e6, most);
+        pid1_state(&switches_after);
+        printf("%.3f %d %ld\n", (now_ns() - start) / 1e6, most, switches_after - switches_before);
         return 0;
     }
     fprintf(stderr, "fixture: unknown mode %s\n", mode);

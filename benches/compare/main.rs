@@ -12,11 +12,16 @@
 //! The machine is shared and noisy, so contenders take turns (spawn by spawn, signal by
 //! signal) rather than running one after another, and the table reports medians and ratios to
 //! the best peer. Peers come from Debian (`apt-get install tini dumb-init catatonit`); a
-//! missing one is left out. The child programs are benches/fixture.c, built static here.
+//! missing one is left out. The child programs are benches/fixture.c, built static here. The
+//! run takes place in a cgroup of its own (`cgroup`), as containers run; the header says where,
+//! with the kernel's sched_autogroup_enabled, and each section's host steal is printed with its
+//! load. LASTCALL_BENCH_DIST names the `scripts/dist` binary to show beside the host build (else
+//! it is looked for in dist/ and target/dist/).
 //!
 //! This file runs the sections; `contenders` says who runs, `probes` measures, `stats` and
-//! `report` turn the samples into the table.
+//! `report` turn the samples into the table, `cgroup` places the run.
 
+mod cgroup;
 mod contenders;
 mod probes;
 mod report;
@@ -28,13 +33,13 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use contenders::{build_static, contenders, health_port, Init};
+use contenders::{build_static, contenders, dist_binary, health_port, Init, NO_REAPING};
 use probes::{
     grace_lateness, init_pid, instructions_per_health_request, instructions_per_orphan, instructions_per_signal, kill, monotonic_ns,
     pin_self, status_field, valgrind_works, TryCloneFd,
 };
-use report::{loadavg, print_load, print_table, wanted, LoadLog, Row, QUIET, TIMED};
-use stats::{bootstrap_ratio_cis, percentile, sorted, turn_order};
+use report::{autogroup, cpu_ticks, loadavg, print_load, print_notes, print_table, wanted, LoadLog, Row, Steal, QUIET, TIMED};
+use stats::{bootstrap_ratio_ci, bootstrap_ratio_cis, percentile, sorted, turn_order};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -53,6 +58,10 @@ fn main() {
         }
         eprintln!("note: load average {load:.2}, above {QUIET}: this run's timings are marked as not a measurement");
     }
+    // Before any thread starts, so that every thread of the harness moves with it.
+    let placement = cgroup::enter();
+    let mut header = vec![placement.describe(), format!("kernel.sched_autogroup_enabled = {}", autogroup())];
+    let mut notes: Vec<String> = Vec::new();
     let mut load_log = LoadLog(Vec::new());
     let scale: f64 = std::env::var("SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let n = |full: usize| ((full as f64 * scale).round() as usize).max(5);
@@ -68,8 +77,22 @@ fn main() {
         let mut buf = [0u8; 4096];
         while manager.recv(&mut buf).is_ok() {}
     });
-    let inits = contenders(&notify_path);
+    let dist = dist_binary();
+    match &dist {
+        Ok(path) => header.push(format!(
+            "dist build: {} ({} bytes), a column of its own for size, start-up, idle and instructions, not a peer",
+            path.display(),
+            fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+        )),
+        Err(why) => {
+            eprintln!("note: no dist build to compare: {why}");
+            header.push(format!("**dist build absent**: {why}"));
+        }
+    }
+    let inits = contenders(&notify_path, dist.as_ref().ok().map(|p| p.as_path()));
     let peers: Vec<bool> = inits.iter().map(|i| i.peer).collect();
+    // Who takes part in `figure`, by index.
+    let taking = |figure: &str| -> Vec<usize> { (0..inits.len()).filter(|&i| inits[i].takes(figure)).collect() };
     let mut rows: Vec<Row> = Vec::new();
 
     // Size, and whether the binary is static (always: the table's size ratio needs it).
@@ -77,7 +100,7 @@ fn main() {
     let mut static_text = Vec::new();
     rows.push(Row::new(
         "binary size (ratio: to the static peers)",
-        inits.iter().map(|i| Some(fs::metadata(&i.path).unwrap().len() as f64 / 1024.0)).collect(),
+        inits.iter().map(|i| i.takes("size").then(|| fs::metadata(&i.path).unwrap().len() as f64 / 1024.0)).collect(),
         "KiB",
     ));
     for init in &inits {
@@ -85,7 +108,7 @@ fn main() {
         static_text.push(if out.contains("statically linked") || out.contains("static-pie") { "yes".into() } else { "no".into() });
     }
     rows.push(Row::new("static?", vec![None; inits.len()], "").with_text(static_text));
-    load_log.0.push(("size", before, loadavg(), 0.0));
+    load_log.0.push(report::Conditions { name: "size", before, after: loadavg(), others: 0.0, steal: Steal::default() });
 
     // Start-up overhead: INIT -- true against true alone, spawn by spawn.
     load_log.section("startup", || {
@@ -96,12 +119,13 @@ fn main() {
         c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         c
     };
+    let starting = taking("startup");
     for round in 0..runs {
         let t = Instant::now();
         quiet(Command::new(&fixture)).status().unwrap();
         alone.push(t.elapsed().as_secs_f64() * 1e6);
-        for k in 0..inits.len() {
-            let i = (k + round) % inits.len();
+        for k in 0..starting.len() {
+            let i = starting[(k + round) % starting.len()];
             let t = Instant::now();
             let status = quiet(inits[i].command(&fixture, &["true"])).status().unwrap();
             with[i].push(t.elapsed().as_secs_f64() * 1e6);
@@ -110,8 +134,8 @@ fn main() {
     }
     let alone_total: f64 = alone.iter().sum();
     let alone_median = percentile(&sorted(alone.clone()), 0.5);
-    rows.push(Row::new(format!("start-up overhead, mean of {runs} (total − true alone)"), with.iter().map(|w| Some((w.iter().sum::<f64>() - alone_total) / runs as f64)).collect(), "µs"));
-    rows.push(Row::new("start-up overhead, median", with.iter().map(|w| Some(percentile(&sorted(w.clone()), 0.5) - alone_median)).collect(), "µs"));
+    rows.push(Row::new(format!("start-up overhead, mean of {runs} (total − true alone)"), with.iter().map(|w| (!w.is_empty()).then(|| (w.iter().sum::<f64>() - alone_total) / runs as f64)).collect(), "µs"));
+    rows.push(Row::new("start-up overhead, median", with.iter().map(|w| (!w.is_empty()).then(|| percentile(&sorted(w.clone()), 0.5) - alone_median)).collect(), "µs"));
     });
 
     let start_one = |init: &Init, cpu: Option<usize>| -> (Child, i32, ChildStdout) {
@@ -122,7 +146,13 @@ fn main() {
         let pid = init_pid(&child);
         (child, pid, out)
     };
-    let start_all = |cpu: Option<usize>| -> Vec<(Child, i32, ChildStdout)> { inits.iter().map(|init| start_one(init, cpu)).collect() };
+    // Every init that takes part in `section`, by index.
+    let start_all = |section: &str| -> Vec<(usize, Child, i32, ChildStdout)> {
+        taking(section).into_iter().map(|i| {
+            let (child, pid, out) = start_one(&inits[i], None);
+            (i, child, pid, out)
+        }).collect()
+    };
 
     // Forwarding latency, with every init as PID 1 at once, taking turns signal by signal. Where
     // the scheduler happens to place each process costs more than any init's own work (a
@@ -139,13 +169,14 @@ fn main() {
         let mut latency: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
         // Where a process stands in the start order alone moved its figure by 2 µs (the first
         // one started was slower, whichever init it was), so every init takes every position.
-        for session in 0..inits.len() {
-            let order: Vec<usize> = (0..inits.len()).map(|k| (k + session) % inits.len()).collect();
+        let latent = taking("latency");
+        for session in 0..latent.len() {
+            let order: Vec<usize> = (0..latent.len()).map(|k| latent[(k + session) % latent.len()]).collect();
             let mut pinned: Vec<Option<(Child, i32, ChildStdout)>> = (0..inits.len()).map(|_| None).collect();
             for &i in &order {
                 pinned[i] = Some(start_one(&inits[i], Some(init_cpu)));
             }
-            for round in 0..signals / inits.len() {
+            for round in 0..signals / latent.len() {
                 for i in turn_order(inits.len(), session * 7919 + round) {
                     let Some((_, pid, out)) = pinned[i].as_mut() else { continue };
                     let sent = monotonic_ns();
@@ -170,11 +201,12 @@ fn main() {
             }
         }
         pin_self(None, cpus);
-        let (ci50, ci99) = (bootstrap_ratio_cis(&latency, &peers, 0.5), bootstrap_ratio_cis(&latency, &peers, 0.99));
+        let (ci50, ci99) = (cis_of_those_taking(&latency, &peers, 0.5), cis_of_those_taking(&latency, &peers, 0.99));
         let latency: Vec<Vec<f64>> = latency.into_iter().map(sorted).collect();
-        let mut p50 = Row::new(format!("forwarding latency p50, {label} ({} signals)", latency[0].len()), latency.iter().map(|l| Some(percentile(l, 0.5))).collect(), "µs");
+        let at = |p: f64| latency.iter().map(|l| (!l.is_empty()).then(|| percentile(l, p))).collect();
+        let mut p50 = Row::new(format!("forwarding latency p50, {label} ({} signals)", latency[0].len()), at(0.5), "µs");
         p50.ratio_ci = ci50;
-        let mut p99 = Row::new(format!("forwarding latency p99, {label}"), latency.iter().map(|l| Some(percentile(l, 0.99))).collect(), "µs");
+        let mut p99 = Row::new(format!("forwarding latency p99, {label}"), at(0.99), "µs");
         p99.ratio_ci = ci99;
         rows.extend([p50, p99]);
     }
@@ -191,14 +223,14 @@ fn main() {
     // One run first, not counted: a lastcall with NOTIFY_SOCKET sweeps the notify directories
     // that killed lastcalls of earlier sections left, once, and that one-off (5,300 instructions
     // in one full run, 5.3 per signal) would land in whichever counted run came first.
-    for init in &inits {
+    for init in inits.iter().filter(|i| i.takes("signal")) {
         let _ = instructions_per_signal(init, &fixture, 1);
     }
-    let counts = inits.iter().map(|init| instructions_per_signal(init, &fixture, signals)).collect();
-    rows.push(Row::new(format!("instructions per forwarded signal (callgrind, {signals} signals)"), counts, ""));
+    let counts = inits.iter().map(|init| init.takes("signal").then(|| instructions_per_signal(init, &fixture, signals)).flatten()).collect();
+    rows.push(Row::new(format!("instructions per forwarded signal (callgrind, {signals} signals, each to a sleeping init)"), counts, ""));
     let orphans = n(300);
-    let counts = inits.iter().map(|init| instructions_per_orphan(init, &fixture, orphans)).collect();
-    rows.push(Row::new(format!("instructions per reaped orphan (callgrind, {orphans} orphans 2 ms apart)"), counts, ""));
+    let counts = inits.iter().map(|init| init.takes("orphan").then(|| instructions_per_orphan(init, &fixture, orphans)).flatten()).collect();
+    rows.push(Row::new(format!("instructions per reaped orphan (callgrind, {orphans} orphans, each once the last is reaped)"), counts, ""));
     // The health endpoint's own cost, in the one set-up that has it.
     let requests = n(200);
     let counts = inits.iter().map(|init| health_port(init).and_then(|port| instructions_per_health_request(init, &fixture, port, requests))).collect();
@@ -207,14 +239,19 @@ fn main() {
 
     // Idle wake-ups and idle RSS, all idle at once.
     load_log.section("idle", || {
-    let running = start_all(None);
+    let running = start_all("idle");
     let idle = Duration::from_secs_f64(5.0 * scale.min(1.0)).max(Duration::from_secs(2));
-    let before: Vec<u64> = running.iter().map(|(_, pid, _)| status_field(*pid, "voluntary_ctxt_switches") + status_field(*pid, "nonvoluntary_ctxt_switches")).collect();
+    let switches = |pid: i32| status_field(pid, "voluntary_ctxt_switches") + status_field(pid, "nonvoluntary_ctxt_switches");
+    let before: Vec<u64> = running.iter().map(|(_, _, pid, _)| switches(*pid)).collect();
     std::thread::sleep(idle);
-    let after: Vec<u64> = running.iter().map(|(_, pid, _)| status_field(*pid, "voluntary_ctxt_switches") + status_field(*pid, "nonvoluntary_ctxt_switches")).collect();
-    rows.push(Row::new(format!("idle wake-ups in {:.0}s", idle.as_secs_f64()), before.iter().zip(&after).map(|(b, a)| Some((a - b) as f64)).collect(), ""));
-    rows.push(Row::new("idle RSS", running.iter().map(|(_, pid, _)| Some(status_field(*pid, "VmRSS:") as f64)).collect(), "KiB"));
-    for (mut child, pid, _) in running {
+    let (mut wakeups, mut rss) = (vec![None; inits.len()], vec![None; inits.len()]);
+    for ((i, _, pid, _), before) in running.iter().zip(&before) {
+        wakeups[*i] = Some(switches(*pid).saturating_sub(*before) as f64);
+        rss[*i] = Some(status_field(*pid, "VmRSS:") as f64);
+    }
+    rows.push(Row::new(format!("idle wake-ups in {:.0}s", idle.as_secs_f64()), wakeups, ""));
+    rows.push(Row::new("idle RSS", rss, "KiB"));
+    for (_, mut child, pid, _) in running {
         kill(pid, libc::SIGKILL);
         let _ = child.wait();
     }
@@ -225,9 +262,9 @@ fn main() {
     // fast the init takes them: a quick init forwards more, and the child's handler then
     // writes more. The time is therefore shown, not compared.
     load_log.section("storm", || {
-    let mut running = start_all(None);
-    let mut storm_text = Vec::new();
-    for (child, pid, out) in running.iter_mut() {
+    let mut running = start_all("storm");
+    let mut storm_text = vec!["n/a".to_string(); inits.len()];
+    for (i, child, pid, out) in running.iter_mut() {
         let mut reader = out.try_clone_fd();
         let drain = std::thread::spawn(move || {
             let (mut buf, mut delivered) = ([0u8; 8], 0u32);
@@ -250,13 +287,13 @@ fn main() {
         let (got_term, delivered) = drain.join().unwrap();
         let status = child.wait().unwrap();
         let clean = status.code() == Some(0);
-        storm_text.push(format!(
+        storm_text[*i] = format!(
             "{}{}{}, {delivered} reached the child, {:.0}ms",
             if survived { "alive" } else { "DIED" },
             if got_term { ", TERM passed" } else { ", TERM LOST" },
             if clean { ", exit 0" } else { ", BAD EXIT" },
             t.elapsed().as_secs_f64() * 1000.0
-        ));
+        );
     }
     rows.push(Row::new("signal storm (10k USR1, then TERM)", vec![None; inits.len()], "").with_text(storm_text));
     });
@@ -268,9 +305,10 @@ fn main() {
     let rounds = 15;
     let mut reap_ms: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
     let mut most: Vec<Vec<f64>> = vec![Vec::new(); inits.len()];
+    let reaping = taking("reaping");
     for round in 0..rounds {
-        for k in 0..inits.len() {
-            let i = (k + round) % inits.len();
+        for k in 0..reaping.len() {
+            let i = reaping[(k + round) % reaping.len()];
             let out = inits[i].as_pid1(&fixture, &[], &["orphans", &orphans], true, None).stdin(Stdio::null()).stderr(Stdio::null()).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             let mut parts = text.split_whitespace();
@@ -280,10 +318,24 @@ fn main() {
             most[i].push(at_once as f64);
         }
     }
-    let mut reaping = Row::new(format!("reaping {orphans} orphans, median of {rounds}"), reap_ms.iter().map(|v| Some(percentile(&sorted(v.clone()), 0.5))).collect(), "ms");
-    reaping.ratio_ci = bootstrap_ratio_cis(&reap_ms, &peers, 0.5);
-    rows.push(reaping);
-    rows.push(Row::new(format!("most zombies at once (sampled every 100 forks), median of {rounds}"), most.into_iter().map(|v| Some(percentile(&sorted(v), 0.5))).collect(), ""));
+    let median = |v: &Vec<f64>| (!v.is_empty()).then(|| percentile(&sorted(v.clone()), 0.5));
+    let mut row = Row::new(format!("reaping {orphans} orphans, median of {rounds}"), reap_ms.iter().map(median).collect(), "ms");
+    row.ratio_ci = cis_of_those_taking(&reap_ms, &peers, 0.5);
+    rows.push(row);
+    // The criterion: against the init that does no reaping work, paired round by round.
+    if let Some(base) = inits.iter().position(|i| i.name == NO_REAPING) {
+        let text = (0..inits.len())
+            .map(|i| match (i != base && !reap_ms[i].is_empty(), median(&reap_ms[i]), median(&reap_ms[base])) {
+                (true, Some(ours), Some(theirs)) => match bootstrap_ratio_ci(&[reap_ms[i].clone(), reap_ms[base].clone()], &[false, true], 0.5, 0) {
+                    Some((low, high)) => format!("{:.3} ({low:.3}–{high:.3})", ours / theirs),
+                    None => format!("{:.3}", ours / theirs),
+                },
+                _ => "-".into(),
+            })
+            .collect();
+        rows.push(Row::new(format!("reaping time / {NO_REAPING}, median (95% interval)"), vec![None; inits.len()], "").with_text(text));
+    }
+    rows.push(Row::new(format!("most zombies at once (sampled every 100 forks), median of {rounds}"), most.iter().map(median).collect(), ""));
     });
 
     // Shutdown accuracy: only lastcall has a grace deadline to measure. Quiet, then with the app
@@ -298,7 +350,21 @@ fn main() {
         (notify, "notify-flood", false, " during a notify flood"),
         (health, "ignore-term", true, " during a health flood"),
     ] {
-        let overshoot = sorted((0..n(40)).map(|_| grace_lateness(&inits[i], &fixture, mode, flood)).collect());
+        // Each sample with the steal during it: a late SIGKILL in a sample the hypervisor took
+        // the machine from is the host's, not lastcall's.
+        let samples: Vec<(f64, Steal)> = (0..n(40))
+            .map(|_| {
+                let ticks = cpu_ticks();
+                let late = grace_lateness(&inits[i], &fixture, mode, flood);
+                (late, Steal::since(ticks))
+            })
+            .collect();
+        notes.push(format!(
+            "grace samples, {}{label}, ms late (steal ticks): {}",
+            inits[i].name,
+            samples.iter().map(|(late, steal)| format!("{late:.2} ({})", steal.ticks)).collect::<Vec<_>>().join(", ")
+        ));
+        let overshoot = sorted(samples.iter().map(|s| s.0).collect());
         let mut p50 = vec![None; inits.len()];
         p50[i] = Some(percentile(&overshoot, 0.5));
         let mut p99 = vec![None; inits.len()];
@@ -308,6 +374,22 @@ fn main() {
     }
     });
 
-    print_table(&inits, &rows);
+    print_table(&inits, &rows, &header);
     print_load(&load_log);
+    print_notes(&notes);
+    drop(placement);
+}
+
+/// The ratio intervals of `bootstrap_ratio_cis` among the contenders with samples (a section
+/// some contenders sit out would otherwise leave every interval empty).
+fn cis_of_those_taking(samples: &[Vec<f64>], peers: &[bool], p: f64) -> Vec<Option<(f64, f64)>> {
+    let taking: Vec<usize> = (0..samples.len()).filter(|&i| !samples[i].is_empty()).collect();
+    let subset: Vec<Vec<f64>> = taking.iter().map(|&i| samples[i].clone()).collect();
+    let subset_peers: Vec<bool> = taking.iter().map(|&i| peers[i]).collect();
+    let cis = bootstrap_ratio_cis(&subset, &subset_peers, p);
+    let mut all = vec![None; samples.len()];
+    for (k, &i) in taking.iter().enumerate() {
+        all[i] = cis[k];
+    }
+    all
 }

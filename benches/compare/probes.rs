@@ -37,8 +37,25 @@ pub fn valgrind_works() -> bool {
     Command::new("valgrind").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
+/// Until `pid` sleeps (state S), or is gone: an init sleeps only in its one wait, so it is done
+/// with the last signal (orphan). A signal sent while the init is still on its way back to its
+/// wait is taken in the same pass, and how often that happens depends on how slowly valgrind
+/// runs on the machine at that moment.
+pub fn await_asleep(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        if state.is_none_or(|s| s == "S") || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+}
+
 /// User-space instructions `init` runs per forwarded signal: callgrind's total with `signals`
-/// signals, minus the total with none (start-up and exit), divided by `signals`.
+/// signals, minus the total with none (start-up and exit), divided by `signals`. Each signal
+/// goes to a sleeping init (`await_asleep`), so that each costs one whole wake-up.
 pub fn instructions_per_signal(init: &Init, fixture: &Path, signals: usize) -> Option<f64> {
     let total = |count: usize| {
         callgrind_total(init, fixture, &["record"], false, |child| {
@@ -46,9 +63,11 @@ pub fn instructions_per_signal(init: &Init, fixture: &Path, signals: usize) -> O
             let mut buf = [0u8; 8];
             stdout.read_exact(&mut buf[..1]).ok()?;
             for _ in 0..count {
+                await_asleep(child.id() as i32);
                 kill(child.id() as i32, libc::SIGUSR1);
                 stdout.read_exact(&mut buf).ok()?;
             }
+            await_asleep(child.id() as i32);
             kill(child.id() as i32, libc::SIGTERM);
             child.wait().ok().map(drop)
         })
@@ -57,12 +76,13 @@ pub fn instructions_per_signal(init: &Init, fixture: &Path, signals: usize) -> O
 }
 
 /// User-space instructions `init`, as PID 1, runs per orphan it reaps: as above, with a child
-/// that leaves `orphans` orphans against one that leaves one. The orphans come 2 ms apart, so
-/// that each SIGCHLD stands for one exit however slowly the init runs under valgrind (a burst
-/// lets a slow init reap several per SIGCHLD and look cheaper).
+/// that leaves `orphans` orphans against one that leaves one. Each orphan comes only once the
+/// init has reaped the one before and sleeps again (`fixture orphans N sync`), so that each
+/// SIGCHLD stands for one exit however slowly the init runs under valgrind (a burst, or a
+/// fixed pause that a slow pass overruns, lets it reap several per SIGCHLD and look cheaper).
 pub fn instructions_per_orphan(init: &Init, fixture: &Path, orphans: usize) -> Option<f64> {
     let total = |count: usize| {
-        callgrind_total(init, fixture, &["orphans", &count.to_string(), "2000"], true, |child| child.wait().ok().map(drop))
+        callgrind_total(init, fixture, &["orphans", &format!("{count:05}"), "sync"], true, |child| child.wait().ok().map(drop))
     };
     Some((total(orphans + 1)? - total(1)?) / orphans as f64)
 }
@@ -81,7 +101,9 @@ pub fn callgrind_total(init: &Init, fixture: &Path, mode: &[&str], pid1: bool, d
         Command::new("valgrind")
     };
     command.arg("--tool=callgrind").arg(out_file).arg(&init.path).args(&init.args).arg(fixture).args(mode);
-    command.envs(init.env.iter().map(|(k, v)| (k, v)));
+    // The same environment on every machine: its size places the init's stack, and the stack's
+    // alignment moved the count per orphan (tests/instructions.rs does the same).
+    command.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").envs(init.env.iter().map(|(k, v)| (k, v)));
     let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
     drive(&mut child)?;
     let text = fs::read_to_string(&out).ok()?;

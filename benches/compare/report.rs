@@ -28,9 +28,53 @@ pub const QUIET: f64 = 1.0;
 /// section, the section is no measurement either.
 pub const OTHERS_QUIET: f64 = 0.25;
 
-/// Per section: its name, the load average before and after it, and the CPU that processes
-/// outside the benchmark used while it ran, in cores.
-pub struct LoadLog(pub Vec<(&'static str, f64, f64, f64)>);
+/// One section's conditions: the load average before and after it, the CPU that processes
+/// outside the benchmark used while it ran (in cores), and the host's steal.
+pub struct Conditions {
+    pub name: &'static str,
+    pub before: f64,
+    pub after: f64,
+    pub others: f64,
+    pub steal: Steal,
+}
+
+/// Time the hypervisor gave the machine's vCPUs to someone else, over an interval: /proc/stat's
+/// steal field, in ticks (USER_HZ, summed over the cores) and as a share of all the ticks.
+#[derive(Clone, Copy, Default)]
+pub struct Steal {
+    pub ticks: u64,
+    pub share: f64,
+}
+
+impl Steal {
+    /// Since `from` (a `cpu_ticks()` reading).
+    pub fn since(from: (u64, u64)) -> Steal {
+        let (steal, total) = cpu_ticks();
+        let (ticks, all) = (steal.saturating_sub(from.0), total.saturating_sub(from.1));
+        Steal { ticks, share: if all > 0 { ticks as f64 / all as f64 } else { 0.0 } }
+    }
+}
+
+impl std::fmt::Display for Steal {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{} ticks, {:.1} %", self.ticks, self.share * 100.0)
+    }
+}
+
+/// The cpu line of /proc/stat: its steal ticks (the 8th field) and the sum of all its fields.
+pub fn cpu_ticks() -> (u64, u64) {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    // guest and guest_nice (fields 9 and 10) are already counted in user and nice.
+    (ticks.get(7).copied().unwrap_or(0), ticks.iter().take(8).sum())
+}
+
+/// The kernel's sched_autogroup_enabled, as read (absent on a kernel built without autogroup).
+pub fn autogroup() -> String {
+    fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled").map_or_else(|_| "absent".into(), |v| v.trim().to_string())
+}
+
+pub struct LoadLog(pub Vec<Conditions>);
 
 impl LoadLog {
     /// Runs `section` if ONLY asks for it, recording the load around it.
@@ -39,13 +83,13 @@ impl LoadLog {
             return;
         }
         let before = loadavg();
-        let (busy, ours, t) = (busy_seconds(), own_cpu_seconds(), std::time::Instant::now());
+        let (busy, ours, ticks, t) = (busy_seconds(), own_cpu_seconds(), cpu_ticks(), std::time::Instant::now());
         run();
         // The load average counts the section's own work too (reaping keeps both cores busy with
         // its forks), so it alone cannot tell a loaded machine from a busy section: the CPU that
         // was not the benchmark's (its own and every process it waited for) can.
         let others = ((busy_seconds() - busy) - (own_cpu_seconds() - ours)) / t.elapsed().as_secs_f64();
-        self.0.push((name, before, loadavg(), others.max(0.0)));
+        self.0.push(Conditions { name, before, after: loadavg(), others: others.max(0.0), steal: Steal::since(ticks) });
     }
 }
 
@@ -104,17 +148,28 @@ impl Row {
     }
 }
 
-/// The load average around each section, and whether a timed one ran on a loaded machine.
+/// The load average and the steal around each section, and whether a timed one ran on a loaded
+/// machine.
 pub fn print_load(log: &LoadLog) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "\n| section | load average before | after | other processes' CPU, cores | |\n|---|---|---|---|---|");
-    for &(name, before, after, others) in &log.0 {
-        let mark = if loaded(name, others) { "**loaded: not a measurement**" } else { "" };
-        let _ = writeln!(out, "| {name} | {before:.2} | {after:.2} | {others:.2} | {mark} |");
+    let _ = writeln!(out, "\n| section | load average before | after | other processes' CPU, cores | host steal | |\n|---|---|---|---|---|---|");
+    for c in &log.0 {
+        let mark = if loaded(c.name, c.others) { "**loaded: not a measurement**" } else { "" };
+        let _ = writeln!(out, "| {} | {:.2} | {:.2} | {:.2} | {} | {mark} |", c.name, c.before, c.after, c.others, c.steal);
     }
 }
 
-pub fn print_table(inits: &[Init], rows: &[Row]) {
+/// Lines printed under the table, as they are.
+pub fn print_notes(notes: &[String]) {
+    let mut out = std::io::stdout().lock();
+    for note in notes {
+        let _ = writeln!(out, "\n{note}");
+    }
+}
+
+/// The table, with `header` (the run's conditions: cgroup, autogroup, the dist binary) under
+/// the title line.
+pub fn print_table(inits: &[Init], rows: &[Row], header: &[String]) {
     let statics: Vec<bool> = rows
         .iter()
         .find(|r| r.figure == "static?")
@@ -130,6 +185,10 @@ pub fn print_table(inits: &[Init], rows: &[Row]) {
     let mut out = std::io::stdout().lock();
     let cores = fs::read_to_string("/proc/cpuinfo").map(|c| c.matches("\nprocessor").count() + usize::from(c.starts_with("processor"))).unwrap_or(0);
     let _ = writeln!(out, "\nlastcall benchmark, {date}, {uname}, {cores} cores, {cpu}\n");
+    for line in header {
+        let _ = writeln!(out, "- {line}");
+    }
+    let _ = writeln!(out);
     let names: Vec<&str> = inits.iter().map(|i| i.name.as_str()).collect();
     // A ratio column for each contender that is not a peer: lastcall, its variants, the extras.
     let ours: Vec<usize> = (0..inits.len()).filter(|&i| !inits[i].peer).collect();
