@@ -7,13 +7,13 @@
 //! May import: error, signals, sys.
 
 use std::ffi::{CString, OsString};
-use std::io::{self, IsTerminal};
+use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 
 use log::debug;
 use nix::sys::signal::SigSet;
-use nix::unistd::{getpgrp, getpid, getsid, tcgetpgrp, Pid};
+use nix::unistd::{getpgrp, getpid, getsid, Pid};
 
 use crate::error::{Error, OneLine};
 use crate::signals::Sig;
@@ -122,8 +122,11 @@ fn hand_over_terminal() -> Vec<(Sig, libc::pid_t)> {
     kept
 }
 
-/// The fds from 3 up that lastcall was started with: the app's (socket activation's listeners,
-/// a pipe, ...). Read before lastcall opens any of its own.
+/// The fds from 3 up that lastcall was started with and the app inherited: the app's (socket
+/// activation's listeners, a pipe, ...). Those are the open fds without close-on-exec: every fd
+/// lastcall opens itself has the flag, and no fd lastcall was given can have it (exec would have
+/// closed it). So the list can be made after the spawn, while the app execs, and still name just
+/// what the app was given.
 pub fn inherited_fds() -> Vec<RawFd> {
     let listed: io::Result<Vec<RawFd>> = std::fs::read_dir("/proc/self/fd")
         .and_then(|dir| dir.map(|e| Ok(e?.file_name().to_str().and_then(|n| n.parse().ok()).unwrap_or(-1))).collect());
@@ -131,8 +134,8 @@ pub fn inherited_fds() -> Vec<RawFd> {
         // No /proc: try every number up to the limit (bounded: it may be a million).
         (3..sys::fd_limit().min(65536) as RawFd).collect()
     });
-    // The directory's own fd is closed by now, so it is not open any more.
-    candidates.into_iter().filter(|&fd| fd >= 3 && sys::fd_is_open(fd)).collect()
+    // The directory's own fd is closed by now (and was close-on-exec).
+    candidates.into_iter().filter(|&fd| fd >= 3 && sys::fd_is_inherited(fd)).collect()
 }
 
 /// catatonit's rule: once the app has its copies, lastcall closes its own, so that when the app
@@ -146,13 +149,25 @@ pub fn close_inherited(fds: &[RawFd]) {
     }
 }
 
-/// lastcall's environment with `overrides` applied, as `KEY=VALUE` C strings.
+/// lastcall's environment with `overrides` applied, as `KEY=VALUE` C strings: each inherited
+/// entry copied once, as it is.
 fn child_env(overrides: &[(String, OsString)]) -> Vec<CString> {
-    let inherited = std::env::vars_os().filter(|(k, _)| !overrides.iter().any(|(o, _)| k == o.as_str()));
-    inherited
-        .chain(overrides.iter().map(|(k, v)| (k.into(), v.clone())))
-        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect()
+    let overridden = |entry: &[u8]| {
+        overrides.iter().any(|(name, _)| entry.strip_prefix(name.as_bytes()).is_some_and(|rest| rest.first() == Some(&b'=')))
+    };
+    let mut env: Vec<CString> =
+        sys::with_environment(|entries| entries.filter(|entry| !overridden(entry.to_bytes())).map(CString::from).collect());
+    env.extend(overrides.iter().map(|(k, v)| env_entry(k.as_bytes(), v.as_bytes())));
+    env
+}
+
+/// `KEY=VALUE` as a C string, built in place: one allocation, with room for the NUL.
+fn env_entry(key: &[u8], value: &[u8]) -> CString {
+    let mut entry = Vec::with_capacity(key.len() + value.len() + 2);
+    entry.extend_from_slice(key);
+    entry.push(b'=');
+    entry.extend_from_slice(value);
+    CString::new(entry).unwrap_or_default()
 }
 
 /// Arguments and the environment come from the kernel as C strings, so none holds a NUL.
@@ -163,8 +178,8 @@ fn c_string(bytes: &[u8]) -> CString {
 /// A child may only take the terminal from lastcall's own group: stealing it from an
 /// interactive shell that started lastcall in the background would break that shell.
 fn owns_terminal() -> bool {
-    let stdin = std::io::stdin();
-    stdin.is_terminal() && tcgetpgrp(&stdin).is_ok_and(|fg| fg == getpgrp())
+    // Not through std's stdin, whose first use allocates its 8 KiB buffer for good.
+    sys::stdin_foreground_group().is_some_and(|fg| fg == getpgrp().as_raw())
 }
 
 #[cfg(test)]
@@ -190,5 +205,8 @@ mod tests {
         let fds = inherited_fds();
         assert!(fds.contains(&r.as_raw_fd()) && fds.contains(&w.as_raw_fd()), "{fds:?}");
         assert!(fds.iter().all(|&fd| fd >= 3));
+        // lastcall's own, close-on-exec, are not.
+        let own = std::fs::File::open("Cargo.toml").unwrap();
+        assert!(!inherited_fds().contains(&own.as_raw_fd()));
     }
 }

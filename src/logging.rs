@@ -12,10 +12,11 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use log::kv::{Key, Value, VisitSource};
-use log::{warn, Level, LevelFilter, Record};
+use log::{warn, Level, LevelFilter, Metadata, Record};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{send, MsgFlags};
@@ -48,24 +49,58 @@ pub const EVENTS: &[&str] = &[
 
 pub fn init(level: LevelFilter, format: Format) {
     JSON.store(format == Format::Json, Ordering::Relaxed);
-    env_logger::Builder::new()
-        .filter_level(level)
-        .target(env_logger::Target::Pipe(Box::new(Stderr::open())))
-        .format(move |out, record| match format {
-            Format::Json => write_json(out, record),
+    let logger = Logger { level, format, line: Mutex::new(Vec::new()), out: Mutex::new(Stderr::open()) };
+    log::set_logger(Box::leak(Box::new(logger))).expect("the logger is set once");
+    log::set_max_level(level);
+}
+
+/// Every line is formatted whole into `line` (kept, so that a line allocates nothing once the
+/// longest has been seen) and written with one write, so that a line is never split.
+struct Logger {
+    level: LevelFilter,
+    format: Format,
+    line: Mutex<Vec<u8>>,
+    out: Mutex<Stderr>,
+}
+
+impl log::Log for Logger {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.level() <= self.level
+    }
+
+    fn log(&self, record: &Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        // A value whose formatting logs finds the buffer taken, and gets a fresh one.
+        let (mut held, mut fresh) = (self.line.try_lock(), Vec::new());
+        let line = match &mut held {
+            Ok(line) => &mut **line,
+            Err(_) => &mut fresh,
+        };
+        line.clear();
+        let formatted = match self.format {
+            Format::Json => write_json(line, record),
             Format::Text => {
                 let tag = match record.level() {
                     Level::Warn => "warning: ",
                     _ => "",
                 };
-                writeln!(out, "lastcall: {tag}{}", record.args())
+                writeln!(line, "lastcall: {tag}{}", record.args())
             }
-        })
-        .init();
+        };
+        if formatted.is_ok() {
+            if let Ok(mut out) = self.out.lock() {
+                let _ = out.write_all(line);
+            }
+        }
+        line.clear();
+    }
+
+    fn flush(&self) {}
 }
 
-/// One record as one JSON line. env_logger formats the whole line into a buffer and writes it
-/// with one write, so a line is never split.
+/// One record as one JSON line.
 fn write_json(out: &mut impl Write, record: &Record<'_>) -> io::Result<()> {
     let kvs = record.key_values();
     let tagged = kvs.get(Key::from_str("event"));

@@ -7,6 +7,11 @@ use lastcall::cli::{self, Parsed};
 use lastcall::personality::{Ending, Personality};
 use lastcall::{error, logging, probe, supervisor, sys};
 
+/// Start-up's allocations come from an arena in .bss, not from musl's malloc, which maps and
+/// unmaps pages for them one by one (see `sys::Arena`).
+#[global_allocator]
+static ALLOCATOR: sys::Arena<{ 64 * 1024 }> = sys::Arena::new();
+
 fn main() {
     // Before anything else, so that a signal landing during start-up waits for the event loop
     // instead of killing lastcall or being lost. The mask it replaces is the app's.
@@ -14,7 +19,9 @@ fn main() {
     // Under a peer's name, lastcall's own failures exit as that peer's do.
     let personality = Personality::of(&std::env::args_os().next().unwrap_or_default());
 
-    let code = match cli::parse_all(std::env::args_os(), |name| std::env::var_os(name), std::env::vars_os().map(|(name, _)| name)) {
+    let variables = cli::OptionVariables::of_this_process();
+    let var = |name: &str| variables.get(name);
+    let code = match cli::parse_all(std::env::args_os(), var, variables.names()) {
         Ok(Parsed::Print(text)) => {
             if personality.texts_to_stderr {
                 eprint!("{text}");
@@ -36,7 +43,7 @@ fn main() {
         }
         Err(e) => {
             // json asked for: the error is one JSON line too, without the hints for a person.
-            if cli::asked_log_format(std::env::args_os(), |name| std::env::var_os(name)) == logging::Format::Json {
+            if cli::asked_log_format(std::env::args_os(), var) == logging::Format::Json {
                 logging::init(log::LevelFilter::Error, logging::Format::Json);
                 log::error!("{e}");
             } else {

@@ -222,6 +222,78 @@ impl Routes {
     }
 }
 
+/// The idle wait's short way, worked out once from the routes and the set-up: for each signal
+/// number, whether the wait forwards it (and as what) or reaps orphans on the spot, with no
+/// `Route` to decode, no sender to check and no log to consult; anything else takes the long way
+/// (`Route`). It counts what it did, for /metrics (`drain`). Indexed by the signal number masked
+/// to the table's size, so a lookup needs no bounds check (the kernel's numbers are 1..=64).
+pub struct Quick {
+    to: [i32; QUICK_SLOTS],
+    taken: [u64; QUICK_SLOTS],
+}
+
+const QUICK_SLOTS: usize = 128;
+
+/// What the short way does with a signal (`Quick::of`).
+pub const LONG_WAY: i32 = 0;
+/// SIGCHLD: reap orphans, unless the main child is among them.
+pub const REAP_QUICKLY: i32 = -1;
+
+impl Quick {
+    /// `long_way`: signals that must always take the long way (the sockets' readiness signals,
+    /// whose si_code decides). `forward`: whether signals may be forwarded the short way (not
+    /// when each forward is logged); `reap`: whether orphans may be reaped the short way (not
+    /// when each reap is logged or warned about).
+    pub fn new(routes: &Routes, long_way: &[Sig], forward: bool, reap: bool) -> Quick {
+        let mut to = [LONG_WAY; QUICK_SLOTS];
+        for (n, slot) in to.iter_mut().enumerate().take(MAX_SIGNAL as usize + 1) {
+            let sig = Sig(n as i32);
+            if long_way.contains(&sig) {
+                continue;
+            }
+            *slot = match routes.of(sig) {
+                Route::Reap if reap => REAP_QUICKLY,
+                // SIGPIPE may be lastcall's own (a log line to a closed stderr): its sender decides.
+                Route::Forward(as_) if forward && sig != Sig::PIPE => as_.0,
+                _ => LONG_WAY,
+            };
+        }
+        Quick { to, taken: [0; QUICK_SLOTS] }
+    }
+
+    /// What the short way does with signal number `n`: forward it as the signal returned (> 0),
+    /// reap (`REAP_QUICKLY`), or nothing (`LONG_WAY`).
+    #[inline(always)]
+    pub fn of(&self, n: usize) -> i32 {
+        self.to[n % QUICK_SLOTS]
+    }
+
+    /// One more signal number `n` taken the short way.
+    #[inline(always)]
+    pub fn count(&mut self, n: usize) {
+        let count = &mut self.taken[n % QUICK_SLOTS];
+        *count = count.wrapping_add(1);
+    }
+
+    /// Hands what was counted since the last call to `add(received, forwarded as, how many)`
+    /// (None: reaped, not forwarded), and starts again from zero.
+    pub fn drain(&mut self, mut add: impl FnMut(Sig, Option<Sig>, u64)) {
+        for (n, count) in self.taken.iter_mut().enumerate() {
+            if *count > 0 {
+                let to = self.to[n];
+                add(Sig(n as i32), (to > 0).then_some(Sig(to)), *count);
+                *count = 0;
+            }
+        }
+    }
+
+    /// From now on every signal takes the long way (the main child is reaped: whether its group
+    /// is still the app's must be checked each time). Call `drain` first.
+    pub fn close(&mut self) {
+        self.to = [LONG_WAY; QUICK_SLOTS];
+    }
+}
+
 /// What `--rewrite` makes of `received`, or `default` when no rule names it; `None` when a rule
 /// drops it (TO = 0).
 pub fn rewritten_or(rewrite: &[(Sig, Sig)], received: Sig, default: Sig) -> Option<Sig> {
@@ -308,6 +380,42 @@ mod tests {
         assert_eq!(routes.of(Sig(libc::SIGUSR2)), Route::Forward(Sig(libc::SIGUSR2)));
         assert_eq!(rewritten_or(&rewrite, Sig::TERM, Sig::TERM), Some(Sig::QUIT));
         assert_eq!(rewritten_or(&rewrite, Sig::INT, Sig::STOP), Some(Sig::STOP));
+    }
+
+    #[test]
+    fn the_short_way_forwards_and_reaps_only_what_needs_no_decision() {
+        let rewrite = [(Sig(libc::SIGUSR1), Sig(libc::SIGUSR2)), (Sig(libc::SIGHUP), Sig(0))];
+        let routes = Routes::new(None, &rewrite);
+        let mut quick = Quick::new(&routes, &[Sig(libc::SIGIO)], true, true);
+        assert_eq!(quick.of(libc::SIGUSR1 as usize), libc::SIGUSR2);
+        assert_eq!(quick.of(libc::SIGWINCH as usize), libc::SIGWINCH);
+        assert_eq!(quick.of(64), 64);
+        assert_eq!(quick.of(libc::SIGCHLD as usize), REAP_QUICKLY);
+        for long in [Sig::TERM, Sig::INT, Sig::QUIT, Sig::PIPE, Sig(libc::SIGIO), Sig(libc::SIGHUP), Sig::TTIN, Sig(0)] {
+            assert_eq!(quick.of(long.0 as usize), LONG_WAY, "{long}");
+        }
+        // Out of the kernel's range: masked into the table, never a panic.
+        assert_eq!(quick.of(65), LONG_WAY);
+        assert_eq!(quick.of(usize::MAX), LONG_WAY);
+        quick.count(libc::SIGUSR1 as usize);
+        quick.count(libc::SIGUSR1 as usize);
+        quick.count(libc::SIGCHLD as usize);
+        let mut seen = vec![];
+        quick.drain(|received, to, n| seen.push((received, to, n)));
+        assert_eq!(seen, [(Sig(libc::SIGUSR1), Some(Sig(libc::SIGUSR2)), 2), (Sig::CHLD, None, 1)]);
+        quick.drain(|_, _, _| panic!("drained twice"));
+        quick.close();
+        assert_eq!(quick.of(libc::SIGUSR1 as usize), LONG_WAY);
+        assert_eq!(quick.of(libc::SIGCHLD as usize), LONG_WAY);
+    }
+
+    #[test]
+    fn a_logged_forward_or_reap_takes_the_long_way() {
+        let routes = Routes::new(None, &[]);
+        let quick = Quick::new(&routes, &[], false, false);
+        for n in 0..128 {
+            assert_eq!(quick.of(n), LONG_WAY, "{n}");
+        }
     }
 
     #[test]

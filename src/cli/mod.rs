@@ -9,9 +9,11 @@
 //! help are `options`'s, the types built are `config`'s and the parsers of single values are
 //! `values`'s.
 //!
-//! May import: its `options`, config, error, logging, machine, personality, signals, user, values.
+//! May import: its `options`, config, error, logging, machine, personality, signals, sys, user, values.
 
-use std::ffi::OsString;
+use std::borrow::Cow;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
 use log::LevelFilter;
@@ -21,13 +23,14 @@ use crate::logging::Format;
 use crate::machine::UnreadyOn;
 use crate::personality::{Getopt, PeerVar, Personality, Setting, LASTCALL};
 use crate::signals::Sig;
+use crate::sys;
 // Re-exported: the fuzz targets and callers reach these as `lastcall::cli::...`.
 pub use crate::config::{Config, ProbeConfig, ProbeTarget, Subreaper, HEALTH_PROBE_TIMEOUT, PROBE_TIMEOUT};
 pub use crate::values::{parse_duration, MAX_DURATION};
 use crate::values::*;
 
 mod options;
-use options::{help_text, opt, Id, Opt, LICENSE, OPTIONS};
+use options::{help_text, license, opt, Id, Opt, OPTIONS};
 
 /// What `parse` found: a configuration to run, a probe to make, or text to print (exit 0).
 #[derive(Debug)]
@@ -250,6 +253,46 @@ where
     Ok(parsed)
 }
 
+/// The prefixes of the variables that set options (lastcall's own, and the peers').
+const OPTION_PREFIXES: [&[u8]; 4] = [b"LASTCALL_", b"TINI_", b"DUMB_INIT_", b"POSIXLY_CORRECT"];
+
+/// The variables of lastcall's environment that set options, copied in one pass over it: the
+/// options are a few dozen lookups, and each getenv() would scan the whole environment again.
+pub struct OptionVariables(Vec<(OsString, OsString)>);
+
+impl OptionVariables {
+    pub fn of_this_process() -> OptionVariables {
+        OptionVariables(sys::with_environment(|entries| {
+            entries
+                .map(|entry| entry.to_bytes())
+                // A prefix of the entry is one of its name: no prefix holds a '='.
+                .filter(|entry| is_option_variable(entry))
+                .filter_map(|entry| {
+                    let (name, value) = entry.split_at(entry.iter().position(|&b| b == b'=')?);
+                    Some((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(&value[1..]).to_owned()))
+                })
+                .collect()
+        }))
+    }
+
+    /// The variable `name`: from the copy if it is an option's, else looked up as usual.
+    pub fn get(&self, name: &str) -> Option<OsString> {
+        if !is_option_variable(name.as_bytes()) {
+            return std::env::var_os(name);
+        }
+        self.0.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone())
+    }
+
+    /// The names, for the check of misspelt `LASTCALL_*` ones.
+    pub fn names(&self) -> impl Iterator<Item = OsString> + '_ {
+        self.0.iter().map(|(name, _)| name.clone())
+    }
+}
+
+fn is_option_variable(name: &[u8]) -> bool {
+    OPTION_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+}
+
 const STRICT_ENV: &str = "LASTCALL_STRICT";
 
 /// `LASTCALL_*` names that are no option's: the strict switch, the log level, what lastcall puts
@@ -285,10 +328,11 @@ fn unknown_variables(names: impl IntoIterator<Item = OsString>) -> Vec<String> {
             Some((d, k)) if d <= 3 => format!("{}: not a lastcall variable; did you mean {k}?", OneLine(&name)),
             _ => format!("{}: not a lastcall variable (lastcall --help lists them)", OneLine(&name)),
         };
-        warnings.push(text);
+        // Kept sorted and without repeats as they come: a few lines, and no sort's code.
+        if let Err(at) = warnings.binary_search(&text) {
+            warnings.insert(at, text);
+        }
     }
-    warnings.sort();
-    warnings.dedup();
     warnings
 }
 
@@ -339,7 +383,7 @@ where
         return Ok(Parsed::Print(version_line()));
     }
     if line.has(Id::License) {
-        return Ok(Parsed::Print(LICENSE.into()));
+        return Ok(Parsed::Print(license()));
     }
     let pause = line.has(Id::Pause);
     if pause && !line.command.is_empty() {
@@ -568,14 +612,39 @@ fn value<T, F>(line: &CommandLine, env: &Env<F>, id: Id, check: impl Fn(&str) ->
 where
     F: Fn(&str) -> Option<OsString>,
 {
+    match given(line, env, id)? {
+        Some((source, v)) => check(&v).map(Some).map_err(|why| source.bad_value(&v, &why)),
+        None => Ok(None),
+    }
+}
+
+/// `value`'s part that is the same for every type of value, so that it is not copied for each.
+fn given<'l, F>(line: &'l CommandLine, env: &Env<F>, id: Id) -> Result<Option<(Source, Cow<'l, str>)>, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
     let opt = opt(id);
     if let Some(v) = line.last(id) {
-        return check(v).map(Some).map_err(|why| bad_value(&format!("--{}", opt.long), v, &why));
+        return Ok(Some((Source::Flag(opt.long), Cow::Borrowed(v))));
     }
     let Some(name) = opt.env else { return Ok(None) };
-    match env.get(name)? {
-        Some(v) => check(&v).map(Some).map_err(|why| bad_value(name, &v, &why)),
-        None => Ok(None),
+    Ok(env.get(name)?.map(|v| (Source::Variable(name), Cow::Owned(v))))
+}
+
+/// Where a value came from, for the error that refuses it.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The option's long name.
+    Flag(&'static str),
+    Variable(&'static str),
+}
+
+impl Source {
+    fn bad_value(self, value: &str, why: &str) -> Error {
+        match self {
+            Source::Flag(long) => bad_value(&format!("--{long}"), value, why),
+            Source::Variable(name) => bad_value(name, value, why),
+        }
     }
 }
 
@@ -591,9 +660,8 @@ fn switch<F>(
 where
     F: Fn(&str) -> Option<OsString>,
 {
-    let ids: Vec<Id> = std::iter::once(on).chain(off.iter().copied()).collect();
-    if let Some(id) = line.last_of(&ids) {
-        return Ok(id == on);
+    if let Some((id, _)) = line.given.iter().rev().find(|(id, _)| *id == on || off.contains(id)) {
+        return Ok(*id == on);
     }
     if let Some(b) = opt(on).env.map(|name| env.bool(name)).transpose()?.flatten() {
         return Ok(b);
@@ -606,18 +674,29 @@ fn list<T, F>(line: &CommandLine, env: &Env<F>, id: Id, check: impl Fn(&str) -> 
 where
     F: Fn(&str) -> Option<OsString>,
 {
+    let (source, items) = given_all(line, env, id)?;
+    items
+        .iter()
+        .map(|item| {
+            let checked = if let Source::Variable(_) = source { item.trim() } else { item };
+            check(checked).map_err(|why| source.bad_value(item, &why))
+        })
+        .collect()
+}
+
+/// `list`'s part that is the same for every type of value: the items and where they came from.
+fn given_all<'l, F>(line: &'l CommandLine, env: &Env<F>, id: Id) -> Result<(Source, Vec<Cow<'l, str>>), Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
     let opt = opt(id);
-    let flagged: Vec<&str> = line.all(id).collect();
-    if !flagged.is_empty() {
-        return flagged
-            .into_iter()
-            .map(|v| check(v).map_err(|why| bad_value(&format!("--{}", opt.long), v, &why)))
-            .collect();
-    }
-    let Some(name) = opt.env else { return Ok(vec![]) };
-    match env.get(name)? {
-        Some(v) => v.split(',').map(|item| check(item.trim()).map_err(|why| bad_value(name, item, &why))).collect(),
-        None => Ok(vec![]),
+    let flagged: Vec<Cow<'l, str>> = line.all(id).map(Cow::Borrowed).collect();
+    match opt.env {
+        Some(name) if flagged.is_empty() => {
+            let items = env.get(name)?.map(|v| v.split(',').map(|item| Cow::Owned(item.to_string())).collect());
+            Ok((Source::Variable(name), items.unwrap_or_default()))
+        }
+        _ => Ok((Source::Flag(opt.long), flagged)),
     }
 }
 

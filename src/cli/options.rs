@@ -1,5 +1,6 @@
 //! The option table: every option's spellings, whether it takes a value, its variable and its
-//! help, and the help text made from it. Reading the values and deciding precedence is `cli`'s.
+//! help, and the help text made from it; and the license text, packed. Reading the values and
+//! deciding precedence is `cli`'s.
 //!
 //! May import: personality.
 
@@ -274,6 +275,116 @@ pub(super) const LICENSE: &str = concat!(
     "\n",
     include_str!("../../LICENSE-APACHE"),
 );
+
+/// `LICENSE`, as `--license` prints it. Only its packed form is in the binary: the texts are
+/// most of what the binary carries besides code, and they repeat themselves.
+pub(super) fn license() -> String {
+    unpack(&PACKED)
+}
+
+// The compiler packs the text (const evaluation), so no packed copy is kept in the sources. A
+// token is either a run of 1 to 128 bytes as they are (the token is the length less one) or a
+// copy of 3 to 130 earlier bytes (128 + the length less three), then how far back it starts in
+// two bytes, little-endian.
+const TEXT: &[u8] = LICENSE.as_bytes();
+const MAX_RUN: usize = 128;
+const COPY: usize = 128;
+const MIN_COPY: usize = 3;
+const MAX_COPY: usize = 130;
+const ROOM: usize = TEXT.len() + TEXT.len() / MAX_RUN + 1;
+const PACKING: ([u8; ROOM], usize) = pack();
+const PACKED: [u8; PACKING.1] = {
+    let mut packed = [0; PACKING.1];
+    let mut i = 0;
+    while i < packed.len() {
+        packed[i] = PACKING.0[i];
+        i += 1;
+    }
+    packed
+};
+
+/// Greedy LZ77: at each byte, the longest copy among the last few earlier places whose first
+/// three bytes hash alike.
+const fn pack() -> ([u8; ROOM], usize) {
+    const HASHES: usize = 4096;
+    const DEPTH: usize = 16;
+    const fn hash(at: usize) -> usize {
+        (TEXT[at] as usize * 961 + TEXT[at + 1] as usize * 31 + TEXT[at + 2] as usize) % HASHES
+    }
+    let mut out = [0u8; ROOM];
+    let mut len = 0;
+    // For each hash, 1 + the latest place with it; for each place, 1 + the one before it.
+    let mut latest = [0usize; HASHES];
+    let mut before = [0usize; TEXT.len()];
+    let (mut i, mut run) = (0, 0);
+    while i < TEXT.len() {
+        let (mut best, mut from) = (0, 0);
+        if i + MIN_COPY <= TEXT.len() {
+            let (mut candidate, mut depth) = (latest[hash(i)], 0);
+            while candidate > 0 && depth < DEPTH && i - (candidate - 1) <= u16::MAX as usize {
+                let at = candidate - 1;
+                let mut n = 0;
+                while n < MAX_COPY && i + n < TEXT.len() && TEXT[at + n] == TEXT[i + n] {
+                    n += 1;
+                }
+                if n > best {
+                    (best, from) = (n, at);
+                }
+                candidate = before[at];
+                depth += 1;
+            }
+        }
+        let step = if best >= MIN_COPY { best } else { 1 };
+        let mut k = i;
+        while k < i + step && k + MIN_COPY <= TEXT.len() {
+            before[k] = latest[hash(k)];
+            latest[hash(k)] = k + 1;
+            k += 1;
+        }
+        if step > 1 {
+            if run > 0 {
+                out[len - run - 1] = (run - 1) as u8;
+                run = 0;
+            }
+            let back = i - from;
+            (out[len], out[len + 1], out[len + 2]) = ((COPY + best - MIN_COPY) as u8, back as u8, (back >> 8) as u8);
+            len += 3;
+        } else {
+            // A run's token goes in front of it, written when the run ends.
+            len += if run == 0 { 2 } else { 1 };
+            out[len - 1] = TEXT[i];
+            run += 1;
+            if run == MAX_RUN || i + 1 == TEXT.len() {
+                out[len - run - 1] = (run - 1) as u8;
+                run = 0;
+            }
+        }
+        i += step;
+    }
+    if run > 0 {
+        out[len - run - 1] = (run - 1) as u8;
+    }
+    (out, len)
+}
+
+fn unpack(packed: &[u8]) -> String {
+    let mut text = Vec::with_capacity(TEXT.len());
+    let mut i = 0;
+    while let Some(&token) = packed.get(i) {
+        let token = usize::from(token);
+        if token < COPY {
+            text.extend_from_slice(&packed[i + 1..i + 2 + token]);
+            i += 2 + token;
+        } else {
+            let from = text.len() - usize::from(u16::from_le_bytes([packed[i + 1], packed[i + 2]]));
+            for k in from..from + token - COPY + MIN_COPY {
+                text.push(text[k]);
+            }
+            i += 3;
+        }
+    }
+    String::from_utf8(text).unwrap_or_default()
+}
 
 pub(super) fn help_text(personality: &Personality) -> String {
     if let Some(help) = personality.peer_help {

@@ -623,6 +623,8 @@ fn license_is_both_texts() {
     };
     assert!(text.contains("MIT License") && text.contains("Apache License") && text.contains("Version 2.0, January 2004"));
     assert!(text.len() > 12_000, "{}", text.len());
+    // What the binary keeps is packed: unpacked, it is the texts to the byte.
+    assert!(text == options::LICENSE, "the packed license differs from the texts");
 }
 
 #[test]

@@ -25,7 +25,7 @@ use crate::notify::NotifyRelay;
 use crate::oom::OomCounter;
 use crate::ready::ReadyFile;
 use crate::personality::{ChildSignals, Ending, JobControl};
-use crate::signals::{Routes, Sig, Suspend};
+use crate::signals::{Quick, Routes, Sig, Suspend};
 use crate::sys::{self, Detach};
 use crate::reap::Status;
 use crate::procfs::{self, ProcReader};
@@ -57,10 +57,6 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     for warning in &config.warnings {
         warn!("{warning}");
     }
-    // Before lastcall opens any fd of its own.
-    let mut inherited_fds = child::inherited_fds();
-    // The log's own non-blocking stderr, opened before this list was made, is lastcall's.
-    inherited_fds.retain(|&fd| Some(fd) != crate::logging::own_fd());
     sys::take_dispositions();
     let handled = sys::handled_set();
     let me = getpid();
@@ -163,7 +159,8 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         }
     }
     debug!(event = "started", pid = child.as_raw(); "started {:?} as pid {child}", config.command);
-    child::close_inherited(&inherited_fds);
+    // Listed now, while the app execs: the app's are the fds without close-on-exec.
+    child::close_inherited(&child::inherited_fds());
     if let Some(file) = &mut ready_file {
         if let Err(e) = file.create() {
             warn!("cannot create the ready file {}: {e}", file.path().display());
@@ -190,15 +187,28 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         (false, JobControl::DumbInit) => Some(Suspend::AsReceived),
         (false, JobControl::Tini) => None,
     };
+    let routes = Routes::new(job_control, &config.rewrite);
+    // The sockets' readiness signals are told from the app's by their si_code: the long way.
+    let readiness = if notify.is_some() || health.is_some() { vec![sys::socket_signal(), Sig(libc::SIGIO)] } else { vec![] };
+    let logged = log::log_enabled!(log::Level::Debug);
+    let quick = Quick::new(&routes, &readiness, !logged, !logged && !config.warn_reaping);
+    let child_fd = sys::pidfd_open(child.as_raw()).ok();
+    let quick_target = match (&child_fd, config.single_child) {
+        (_, false) => sys::SignalTarget::group(child.as_raw()),
+        (Some(fd), true) => sys::SignalTarget::pidfd(std::os::fd::AsFd::as_fd(fd)),
+        (None, true) => sys::SignalTarget::process(child.as_raw()),
+    };
     let mut supervisor = Supervisor {
-        routes: Routes::new(job_control, &config.rewrite),
+        routes,
+        quick,
+        quick_target,
         policy,
         handled,
         socket_signals: sys::signal_set([sys::socket_signal(), Sig(libc::SIGIO)]),
         me,
         pid1,
         child,
-        child_fd: sys::pidfd_open(child.as_raw()).ok(),
+        child_fd,
         single_child: config.single_child,
         cont_after_stop: config.personality.cont_after_stop,
         warn_reaping: config.warn_reaping,
@@ -300,6 +310,10 @@ impl Woken {
 
 struct Supervisor {
     routes: Routes,
+    /// The idle wait's short way (`Quick`), and where it sends: the app's group, or the main
+    /// child alone (its pidfd, while `child_fd` holds it). Closed when the main child is reaped.
+    quick: Quick,
+    quick_target: sys::SignalTarget,
     policy: Policy,
     /// The blocked signals, waited for with sigtimedwait: the loop's one wait.
     handled: SigSet,

@@ -6,12 +6,14 @@
 //! the hot paths (`direct`): no kernel struct is laid out here.
 //!
 //! Owns all of lastcall's `unsafe` code, by concern: `signal` (sets, the mask, dispositions,
-//! waiting for and sending signals), `spawn` (the vfork-style child, up to its exec), and here
+//! waiting for and sending signals), `spawn` (the vfork-style child, up to its exec), `arena` (the
+//! allocator), and here
 //! the direct system call, the ELF note, fds, sockets, ids and processes.
 //!
 //! May import: signals.
 #![allow(unsafe_code)]
 
+mod arena;
 mod signal;
 mod spawn;
 
@@ -23,9 +25,10 @@ use nix::unistd::Pid;
 
 use crate::signals::Sig;
 
+pub use self::arena::Arena;
 pub use self::signal::{
-    block_handled, default_standard_dispositions, die_by_signal, handled_set, inherited_mask, is_readiness, kill, next_signal,
-    pidfd_send_signal, set_signal_mask, signal_members, signal_set, socket_signal, take_dispositions, take_signal,
+    block_handled, default_standard_dispositions, die_by_signal, handled_set, inherited_mask, is_readiness, kill,
+    pidfd_send_signal, set_signal_mask, signal_members, signal_set, socket_signal, take_dispositions, take_signal, SignalTarget, Taker,
     termination_pending, wait_for_signal, wait_for_signal_until,
 };
 pub use self::spawn::{spawn, ChildExitCodes, Detach, ExecPlan, Ids, StartFailure, PID_VARIABLES};
@@ -94,6 +97,44 @@ pub fn fd_is_open(fd: RawFd) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
+/// Whether `fd` is open without close-on-exec: one a child started now inherits.
+pub fn fd_is_inherited(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor's flags; a closed one gives EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags >= 0 && flags & libc::FD_CLOEXEC == 0
+}
+
+extern "C" {
+    /// The C library's environment: the `KEY=VALUE` strings lastcall was started with.
+    static environ: *const *const libc::c_char;
+}
+
+/// Runs `f` on lastcall's environment as the C library holds it, entry by entry, borrowed and
+/// not copied: start-up reads a few names of it and hands the rest to the app, and copying every
+/// entry (std's `vars_os`) cost a few thousand instructions each.
+pub fn with_environment<R>(f: impl FnOnce(&mut dyn Iterator<Item = &std::ffi::CStr>) -> R) -> R {
+    // SAFETY: `environ` is null or a null-terminated array of pointers to NUL-terminated strings
+    // (the process's start-up block, or the C library's copy). lastcall never changes its own
+    // environment (no setenv, putenv or std::env::set_var) and has one thread, so neither the
+    // array nor the strings change or go away while `f` borrows them.
+    let mut at = unsafe { environ };
+    let mut entries = std::iter::from_fn(|| {
+        if at.is_null() {
+            return None;
+        }
+        // SAFETY: as above: `at` points into the array, whose end is a null entry.
+        let entry = unsafe { *at };
+        if entry.is_null() {
+            return None;
+        }
+        // SAFETY: the next slot exists, since this one was not the terminating null.
+        at = unsafe { at.add(1) };
+        // SAFETY: a NUL-terminated string that outlives this call (above).
+        Some(unsafe { std::ffi::CStr::from_ptr(entry) })
+    });
+    f(&mut entries)
+}
+
 /// The soft limit on open fds.
 pub fn fd_limit() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -112,6 +153,14 @@ pub fn fd_limit() -> u64 {
 pub fn close_fd(fd: RawFd) -> nix::Result<()> {
     // SAFETY: the caller passes an fd that no Rust object owns (one lastcall inherited).
     Errno::result(unsafe { libc::close(fd) }).map(drop)
+}
+
+/// The foreground process group of the terminal on stdin, if stdin is lastcall's controlling
+/// terminal (tcgetpgrp; one system call, and no std stdin, whose first use allocates a buffer).
+pub fn stdin_foreground_group() -> Option<libc::pid_t> {
+    // SAFETY: tcgetpgrp takes an fd by value; on anything but a controlling terminal it fails.
+    let group = unsafe { libc::tcgetpgrp(libc::STDIN_FILENO) };
+    (group > 0).then_some(group)
 }
 
 /// Gives up lastcall's controlling terminal (TIOCNOTTY on stdin), so that the child, in a new

@@ -225,20 +225,81 @@ fn sigtimedwait(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<O
     sigtimedwait_info(set, timeout).map(|taken| taken.map(|(sig, sender, _)| (sig, sender)))
 }
 
-/// Sleeps until one of the signals in `set` (all blocked) is pending and takes it: its number,
-/// its sender (0 for none) and its si_code. The idle wait, made directly (`direct`); EINTR is
-/// the caller's to retry.
-#[inline(always)]
-pub fn next_signal(set: &SigSet) -> nix::Result<(Sig, libc::pid_t, libc::c_int)> {
-    let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
-    let set_ptr = set.as_ref() as *const libc::sigset_t as usize;
-    // SAFETY: rt_sigtimedwait reads KERNEL_SIGSET_BYTES (within sigset_t) of the set we borrow
-    // and writes a whole siginfo_t into ours; no timeout (null).
-    let n = unsafe { direct(libc::SYS_rt_sigtimedwait, [set_ptr, info.as_mut_ptr() as usize, 0, KERNEL_SIGSET_BYTES]) }?;
-    // SAFETY: the kernel copied a complete siginfo_t.
-    let info = unsafe { info.assume_init_ref() };
-    // SAFETY: si_pid reads its sender field, which is 0 for signals no process sent.
-    Ok((Sig(n as libc::c_int), unsafe { info.si_pid() }, info.si_code))
+/// The idle wait's taker: sleeps until one of the signals in `set` (all blocked) is pending and
+/// takes it (`next`, made directly: `direct`), keeping its siginfo for the few paths that ask
+/// who sent it and why (`sender`, `code`). One per wait loop, so a signal's path writes no more
+/// than the kernel does.
+pub struct Taker {
+    info: libc::siginfo_t,
+}
+
+impl Taker {
+    #[inline(always)]
+    pub fn new() -> Taker {
+        // SAFETY: siginfo_t is plain integers; all zero is a valid value of it.
+        Taker { info: unsafe { std::mem::zeroed() } }
+    }
+
+    /// The next signal's number; EINTR is the caller's to retry.
+    #[inline(always)]
+    pub fn next(&mut self, set: &SigSet) -> nix::Result<usize> {
+        let set_ptr = set.as_ref() as *const libc::sigset_t as usize;
+        let info_ptr = &mut self.info as *mut libc::siginfo_t as usize;
+        // SAFETY: rt_sigtimedwait reads KERNEL_SIGSET_BYTES (within sigset_t) of the set we
+        // borrow and writes a whole siginfo_t into ours; no timeout (null).
+        unsafe { direct(libc::SYS_rt_sigtimedwait, [set_ptr, info_ptr, 0, KERNEL_SIGSET_BYTES]) }
+    }
+
+    /// The last signal's sender: 0 for signals no process sent.
+    #[inline(always)]
+    pub fn sender(&self) -> libc::pid_t {
+        // SAFETY: si_pid reads its sender field, which the kernel zeroes where it has none.
+        unsafe { self.info.si_pid() }
+    }
+
+    /// The last signal's si_code.
+    #[inline(always)]
+    pub fn code(&self) -> libc::c_int {
+        self.info.si_code
+    }
+}
+
+impl Default for Taker {
+    fn default() -> Taker {
+        Taker::new()
+    }
+}
+
+/// Where the app's signals go on the hot path, as the system call that sends them: kill() to a
+/// process or a process group, or pidfd_send_signal() to a pidfd. Both take (target, signal)
+/// and then arguments that kill() ignores and pidfd_send_signal() needs to be 0, so one call
+/// sequence serves every set-up, with no branch on which it is.
+#[derive(Clone, Copy, Debug)]
+pub struct SignalTarget {
+    number: libc::c_long,
+    target: usize,
+}
+
+impl SignalTarget {
+    pub fn process(pid: libc::pid_t) -> SignalTarget {
+        SignalTarget { number: libc::SYS_kill, target: arg(pid) }
+    }
+
+    pub fn group(pgid: libc::pid_t) -> SignalTarget {
+        SignalTarget { number: libc::SYS_kill, target: arg(pgid.wrapping_neg()) }
+    }
+
+    /// The fd is only a number here: whoever closes it stops using this target first.
+    pub fn pidfd(fd: BorrowedFd<'_>) -> SignalTarget {
+        SignalTarget { number: libc::SYS_pidfd_send_signal, target: arg(fd.as_raw_fd()) }
+    }
+
+    /// Sends signal number `sig`; whether the kernel took it.
+    #[inline(always)]
+    pub fn send(&self, sig: libc::c_int) -> bool {
+        // SAFETY: integers only (for pidfd_send_signal, a null siginfo and no flags).
+        unsafe { direct(self.number, [self.target, arg(sig), 0, 0]) }.is_ok()
+    }
 }
 
 /// Whether a signal taken with si_code `code` is the kernel's word that a socket of lastcall's
@@ -258,7 +319,11 @@ pub fn is_readiness(sig: Sig, code: libc::c_int) -> bool {
 fn sigtimedwait_info(set: &SigSet, timeout: Option<&libc::timespec>) -> nix::Result<Option<(Sig, libc::pid_t, libc::c_int)>> {
     let mut info = MaybeUninit::<libc::siginfo_t>::uninit();
     let taken = match timeout {
-        None => return next_signal(set).map(Some),
+        None => {
+            let mut taker = Taker::new();
+            let n = taker.next(set)?;
+            return Ok(Some((Sig(n as libc::c_int), taker.sender(), taker.code())));
+        }
         Some(t) => {
             // SAFETY: sigtimedwait reads the set we borrow and the timeout, and writes a whole
             // siginfo_t into ours.

@@ -139,8 +139,10 @@ struct ChildSetup<'a> {
 }
 
 /// Room for the child's few calls and musl's execvpe, which builds each PATH candidate (up to
-/// PATH_MAX) on the stack.
-const CHILD_STACK: usize = 64 * 1024;
+/// PATH_MAX) on the stack, with room to spare; small enough to come from lastcall's arena, so
+/// that no mapping is made for it, and none unmapped after (which, the child having run on
+/// another core in lastcall's memory, would interrupt that core to flush its TLB).
+const CHILD_STACK: usize = 16 * 1024;
 
 /// Starts the command the way posix_spawn does (a vfork: clone with CLONE_VM | CLONE_VFORK,
 /// lastcall waiting until the child has exec'd or failed), with the set-up no posix_spawn
