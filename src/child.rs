@@ -4,10 +4,9 @@
 //! given (everything lastcall opens itself is close-on-exec), which lastcall then closes for
 //! itself.
 //!
-//! May import: error, signals, sys.
+//! May import: error, procfs, signals, sys.
 
 use std::ffi::{CString, OsString};
-use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 
@@ -16,6 +15,7 @@ use nix::sys::signal::SigSet;
 use nix::unistd::{getpgrp, getpid, getsid, Pid};
 
 use crate::error::{Error, OneLine};
+use crate::procfs;
 use crate::signals::Sig;
 use crate::sys::{self, Detach, ExecPlan, StartFailure};
 
@@ -128,13 +128,10 @@ fn hand_over_terminal() -> Vec<(Sig, libc::pid_t)> {
 /// closed it). So the list can be made after the spawn, while the app execs, and still name just
 /// what the app was given.
 pub fn inherited_fds() -> Vec<RawFd> {
-    let listed: io::Result<Vec<RawFd>> = std::fs::read_dir("/proc/self/fd")
-        .and_then(|dir| dir.map(|e| Ok(e?.file_name().to_str().and_then(|n| n.parse().ok()).unwrap_or(-1))).collect());
-    let candidates = listed.unwrap_or_else(|_| {
+    let candidates = procfs::open_fds().unwrap_or_else(|| {
         // No /proc: try every number up to the limit (bounded: it may be a million).
         (3..sys::fd_limit().min(65536) as RawFd).collect()
     });
-    // The directory's own fd is closed by now (and was close-on-exec).
     candidates.into_iter().filter(|&fd| fd >= 3 && sys::fd_is_inherited(fd)).collect()
 }
 
@@ -186,6 +183,7 @@ fn owns_terminal() -> bool {
 mod tests {
     use super::*;
     use nix::errno::Errno;
+    use std::io;
 
     #[test]
     fn lastcalls_own_failures_are_not_the_commands() {

@@ -25,7 +25,8 @@ const V2_ROOT: &str = "/sys/fs/cgroup";
 
 pub struct OomCounter {
     counter: File,
-    limit: Option<File>,
+    /// The limit's file, opened only when an OOM kill is named: one open less at start-up.
+    limit: PathBuf,
     /// The count last read.
     seen: u64,
 }
@@ -33,10 +34,31 @@ pub struct OomCounter {
 impl OomCounter {
     /// Opens lastcall's own cgroup's counter, if there is one to read.
     pub fn open() -> Option<OomCounter> {
-        // One read: /proc's size hint is 0, so read_to_string would start at 32 bytes and double.
-        let mut cgroups = String::with_capacity(1024);
-        File::open("/proc/self/cgroup").ok()?.read_to_string(&mut cgroups).ok()?;
-        let (v1, v2) = own_paths(&cgroups);
+        // Read into a buffer of a size that fits: read_to_string asks for the file's size and
+        // position first (two more system calls, on the start-up's path), and /proc says 0.
+        let mut buffer = [0u8; 4096];
+        let mut file = File::open("/proc/self/cgroup").ok()?;
+        let mut filled = 0;
+        while filled < buffer.len() {
+            match file.read(&mut buffer[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        // A longer file (deep paths in many hierarchies) is read on as a whole.
+        let longer;
+        let text = if filled < buffer.len() {
+            &buffer[..filled]
+        } else {
+            let mut all = buffer.to_vec();
+            file.read_to_end(&mut all).ok()?;
+            longer = all;
+            &longer[..]
+        };
+        let cgroups = std::str::from_utf8(text).ok()?;
+        let (v1, v2) = own_paths(cgroups);
         let tries = [
             v1.map(|p| (V1_ROOT, p, "memory.oom_control", "memory.limit_in_bytes")),
             v2.map(|p| (V2_ROOT, p, "memory.events", "memory.max")),
@@ -47,7 +69,7 @@ impl OomCounter {
             // "/" anyway): the mount's root is then lastcall's own cgroup.
             for dir in [Path::new(root).join(path.trim_start_matches('/')), PathBuf::from(root)] {
                 if let Some(counter) = open_nofollow(&dir.join(events)) {
-                    let mut oom = OomCounter { counter, limit: open_nofollow(&dir.join(limit)), seen: 0 };
+                    let mut oom = OomCounter { counter, limit: dir.join(limit), seen: 0 };
                     oom.seen = oom.read_count()?;
                     return Some(oom);
                 }
@@ -73,7 +95,7 @@ impl OomCounter {
     /// The memory limit in bytes, if one is set (one pread).
     pub fn limit(&self) -> Option<u64> {
         let mut buf = [0u8; 32];
-        let n = self.limit.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let n = open_nofollow(&self.limit)?.read_at(&mut buf, 0).ok()?;
         parse_limit(&buf[..n])
     }
 }

@@ -2,7 +2,7 @@
 //! spare fd for when lastcall is out of them), and the notify relay's reads of a sender's stat
 //! (parent pid, start time) and cgroup, into a caller's buffer without allocating.
 //!
-//! May import: nothing from the crate (a leaf).
+//! May import: sys (its listing of a directory of numbers).
 
 use std::fs;
 use std::io::{self, Read};
@@ -10,6 +10,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::unistd::Pid;
+
+use crate::sys;
 
 /// Whether /proc belongs to our PID namespace: a pid read from another namespace's /proc would
 /// name some other process here.
@@ -20,8 +22,13 @@ pub fn proc_is_ours(me: Pid) -> bool {
 /// How many fds lastcall has open, from one listing of /proc/self/fd; None without a /proc
 /// that shows lastcall (the caller then asks fd by fd).
 pub fn open_fd_count() -> Option<usize> {
-    // The listing's own fd is among the entries.
-    Some(fs::read_dir("/proc/self/fd").ok()?.count().saturating_sub(1))
+    open_fds().map(|fds| fds.len())
+}
+
+/// lastcall's open fds, from one listing of /proc/self/fd; None without a /proc that shows
+/// lastcall.
+pub fn open_fds() -> Option<Vec<std::os::fd::RawFd>> {
+    sys::numbered_entries(c"/proc/self/fd")
 }
 
 /// Whether a /proc read failed because the process is gone (and so has nothing to find).

@@ -135,6 +135,55 @@ pub fn with_environment<R>(f: impl FnOnce(&mut dyn Iterator<Item = &std::ffi::CS
     f(&mut entries)
 }
 
+/// The entries of directory `path` whose names are numbers (a /proc listing), the fd of the
+/// listing itself left out; None if it cannot be read whole. Read with getdents64 into a buffer
+/// on the stack: std's `read_dir` goes through musl's opendir, whose malloc maps and unmaps
+/// pages for it, on the start-up's path.
+pub fn numbered_entries(path: &std::ffi::CStr) -> Option<Vec<RawFd>> {
+    // SAFETY: a NUL-terminated path and flags, by value; the fd returned is ours to close.
+    let dir = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if dir < 0 {
+        return None;
+    }
+    #[repr(C, align(8))]
+    struct Buffer([u8; 2048]);
+    let mut buffer = Buffer([0; 2048]);
+    let mut fds = Vec::new();
+    let mut complete = true;
+    loop {
+        // SAFETY: getdents64 writes at most the buffer's length into the buffer we own.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, buffer.0.as_mut_ptr(), buffer.0.len()) };
+        let Ok(n) = usize::try_from(n) else {
+            complete = false;
+            break;
+        };
+        if n == 0 {
+            break;
+        }
+        let records = &buffer.0[..n.min(buffer.0.len())];
+        let mut at = 0;
+        // Each record: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), the name, NUL.
+        while let Some(record) = records.get(at..) {
+            let Some(&[low, high]) = record.get(16..18) else { break };
+            let length = usize::from(u16::from_ne_bytes([low, high]));
+            let Some(name) = record.get(19..length.max(19)) else { break };
+            if length < 19 {
+                break;
+            }
+            let digits = name.split(|&b| b == 0).next().unwrap_or_default();
+            if let Some(fd) = std::str::from_utf8(digits).ok().and_then(|d| d.parse::<RawFd>().ok()) {
+                if fd != dir {
+                    fds.push(fd);
+                }
+            }
+            at += length;
+        }
+    }
+    // SAFETY: the fd opened above, closed once.
+    unsafe { libc::close(dir) };
+    complete.then_some(fds)
+}
+
 /// The soft limit on open fds.
 pub fn fd_limit() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
