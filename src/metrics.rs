@@ -33,8 +33,14 @@ impl Default for Counters {
 /// One more for `sig` (a number outside the table is not counted rather than a panic).
 #[inline(always)]
 pub fn count(table: &mut [u64; SLOTS], sig: Sig) {
-    if let Some(n) = table.get_mut(sig.0 as usize) {
-        *n = n.wrapping_add(1);
+    add(table, sig, 1);
+}
+
+/// `n` more for `sig`, as `count`.
+#[inline(always)]
+pub fn add(table: &mut [u64; SLOTS], sig: Sig, n: u64) {
+    if let Some(slot) = table.get_mut(sig.0 as usize) {
+        *slot = slot.wrapping_add(n);
     }
 }
 

@@ -268,6 +268,12 @@ impl Quick {
         self.to[n % QUICK_SLOTS]
     }
 
+    /// Whether SIGCHLD's orphans are reaped without a word: nobody is to hear of each reap (and
+    /// the table is not closed).
+    pub fn reaps_quietly(&self) -> bool {
+        self.of(Sig::CHLD.0 as usize) == REAP_QUICKLY
+    }
+
     /// One more signal number `n` taken the short way.
     #[inline(always)]
     pub fn count(&mut self, n: usize) {
@@ -391,6 +397,7 @@ mod tests {
         assert_eq!(quick.of(libc::SIGWINCH as usize), libc::SIGWINCH);
         assert_eq!(quick.of(64), 64);
         assert_eq!(quick.of(libc::SIGCHLD as usize), REAP_QUICKLY);
+        assert!(quick.reaps_quietly());
         for long in [Sig::TERM, Sig::INT, Sig::QUIT, Sig::PIPE, Sig(libc::SIGIO), Sig(libc::SIGHUP), Sig::TTIN, Sig(0)] {
             assert_eq!(quick.of(long.0 as usize), LONG_WAY, "{long}");
         }
@@ -405,6 +412,7 @@ mod tests {
         assert_eq!(seen, [(Sig(libc::SIGUSR1), Some(Sig(libc::SIGUSR2)), 2), (Sig::CHLD, None, 1)]);
         quick.drain(|_, _, _| panic!("drained twice"));
         quick.close();
+        assert!(!quick.reaps_quietly());
         assert_eq!(quick.of(libc::SIGUSR1 as usize), LONG_WAY);
         assert_eq!(quick.of(libc::SIGCHLD as usize), LONG_WAY);
     }
@@ -413,6 +421,7 @@ mod tests {
     fn a_logged_forward_or_reap_takes_the_long_way() {
         let routes = Routes::new(None, &[]);
         let quick = Quick::new(&routes, &[], false, false);
+        assert!(!quick.reaps_quietly());
         for n in 0..128 {
             assert_eq!(quick.of(n), LONG_WAY, "{n}");
         }

@@ -143,11 +143,9 @@ impl Supervisor {
     fn drain_quick_counts(&mut self) {
         let counters = &mut self.counters;
         self.quick.drain(|received, forwarded, n| {
-            if let Some(slot) = counters.received.get_mut(received.0 as usize) {
-                *slot = slot.wrapping_add(n);
-            }
-            if let Some(slot) = forwarded.and_then(|to| counters.forwarded.get_mut(to.0 as usize)) {
-                *slot = slot.wrapping_add(n);
+            metrics::add(&mut counters.received, received, n);
+            if let Some(to) = forwarded {
+                metrics::add(&mut counters.forwarded, to, n);
             }
         });
     }
@@ -164,10 +162,11 @@ impl Supervisor {
     }
 
     /// Whether an orphan's reap changes nothing and nobody is to hear of it (no --warn-reaping,
-    /// no debug log): while the main child lives, outside the kill phase.
+    /// no debug log: the short way's table says, `Quick::new`): while the main child lives,
+    /// outside the kill phase.
     #[inline(always)]
     fn orphans_change_nothing(&self) -> bool {
-        !self.warn_reaping && !self.state.cares_about_orphans() && !log::log_enabled!(log::Level::Debug)
+        self.quick.reaps_quietly() && !self.state.cares_about_orphans()
     }
 
     /// Reaps every child that has exited, when `orphans_change_nothing`. Stops at the main
@@ -202,10 +201,9 @@ impl Supervisor {
         if let Some(n) = &mut self.notify {
             more |= n.relay();
         }
-        if self.health.is_none() {
-            return (None, more);
+        if self.health.is_some() {
+            self.drain_quick_counts();
         }
-        self.drain_quick_counts();
         let Some(h) = &mut self.health else {
             return (None, more);
         };

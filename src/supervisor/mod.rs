@@ -189,9 +189,10 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     };
     let routes = Routes::new(job_control, &config.rewrite);
     // The sockets' readiness signals are told from the app's by their si_code: the long way.
-    let readiness = if notify.is_some() || health.is_some() { vec![sys::socket_signal(), Sig(libc::SIGIO)] } else { vec![] };
+    let readiness = [sys::socket_signal(), Sig(libc::SIGIO)];
+    let sockets = notify.is_some() || health.is_some();
     let logged = log::log_enabled!(log::Level::Debug);
-    let quick = Quick::new(&routes, &readiness, !logged, !logged && !config.warn_reaping);
+    let quick = Quick::new(&routes, if sockets { &readiness } else { &[] }, !logged, !logged && !config.warn_reaping);
     let child_fd = sys::pidfd_open(child.as_raw()).ok();
     let quick_target = match (&child_fd, config.single_child) {
         (_, false) => sys::SignalTarget::group(child.as_raw()),
@@ -204,7 +205,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         quick_target,
         policy,
         handled,
-        socket_signals: sys::signal_set([sys::socket_signal(), Sig(libc::SIGIO)]),
+        socket_signals: sys::signal_set(readiness),
         me,
         pid1,
         child,

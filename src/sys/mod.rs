@@ -166,10 +166,8 @@ pub fn numbered_entries(path: &std::ffi::CStr) -> Option<Vec<RawFd>> {
         while let Some(record) = records.get(at..) {
             let Some(&[low, high]) = record.get(16..18) else { break };
             let length = usize::from(u16::from_ne_bytes([low, high]));
-            let Some(name) = record.get(19..length.max(19)) else { break };
-            if length < 19 {
-                break;
-            }
+            // A record shorter than its header ends the listing (19..length is then no range: None).
+            let Some(name) = record.get(19..length) else { break };
             let digits = name.split(|&b| b == 0).next().unwrap_or_default();
             if let Some(fd) = std::str::from_utf8(digits).ok().and_then(|d| d.parse::<RawFd>().ok()) {
                 if fd != dir {
