@@ -12,6 +12,12 @@ mod log_pipe;
 mod notify;
 #[path = "trust/ready_file.rs"]
 mod ready_file;
+#[path = "trust/step_aside.rs"]
+mod step_aside;
+#[path = "trust/surfaces.rs"]
+mod surfaces;
+#[path = "trust/userdb.rs"]
+mod userdb;
 #[path = "trust/values.rs"]
 mod values;
 

@@ -4,6 +4,11 @@
 
 mod common;
 
+#[path = "user_path/errors.rs"]
+mod errors;
+#[path = "user_path/exec.rs"]
+mod exec;
+
 use std::os::unix::fs::symlink;
 use std::process::Command;
 
