@@ -255,14 +255,15 @@ impl Conn {
             *held = true;
             return false;
         }
+        let line = RequestLine::of(&self.request);
         // HEAD gets the headers GET would, Content-Length included, and no body.
-        let head_only = self.request.starts_with(b"HEAD ");
-        if wants_metrics(&self.request) {
+        let head_only = line.method == b"HEAD";
+        if line.wants_metrics() {
             let mut text = String::new();
             metrics.render(&mut text);
             self.respond_as(200, "OK", METRICS_TYPE, &text, head_only);
         } else {
-            let (code, reason, body) = answer(&self.request, status);
+            let (code, reason, body) = line.answer(status);
             self.respond(code, reason, body, head_only);
         }
         true
@@ -293,31 +294,53 @@ pub fn head_complete(request: &[u8]) -> bool {
 /// Prometheus' text exposition format.
 const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Whether a complete request head asks for /metrics (GET or HEAD, any query).
-pub fn wants_metrics(request: &[u8]) -> bool {
-    let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-    (method == b"GET" || method == b"HEAD") && target.split(|&b| b == b'?').next() == Some(b"/metrics")
+/// The method and path of a request's first line: the one reading of it, for every path.
+struct RequestLine<'a> {
+    method: &'a [u8],
+    /// The target without its query.
+    path: &'a [u8],
 }
 
-/// The response for a complete request head. Public for the fuzz target.
+impl<'a> RequestLine<'a> {
+    fn of(request: &'a [u8]) -> RequestLine<'a> {
+        let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
+        // The line ends in CRLF: without an HTTP version, the \r would end the path.
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let mut parts = line.split(|&b| b == b' ');
+        let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+        RequestLine { method, path: target.split(|&b| b == b'?').next().unwrap_or_default() }
+    }
+
+    fn is_get(&self) -> bool {
+        self.method == b"GET" || self.method == b"HEAD"
+    }
+
+    fn wants_metrics(&self) -> bool {
+        self.is_get() && self.path == b"/metrics"
+    }
+
+    fn answer(&self, status: Status) -> (u16, &'static str, &'static str) {
+        if !self.is_get() {
+            return (405, "Method Not Allowed", "only GET\n");
+        }
+        match self.path {
+            b"/ready" if status.ready => (200, "OK", "ready\n"),
+            b"/ready" => (503, "Service Unavailable", "shutting down\n"),
+            b"/live" => (200, "OK", "live\n"),
+            _ => (404, "Not Found", "try /ready or /live\n"),
+        }
+    }
+}
+
+/// Whether a complete request head asks for /metrics (GET or HEAD, any query).
+pub fn wants_metrics(request: &[u8]) -> bool {
+    RequestLine::of(request).wants_metrics()
+}
+
+/// The response for a complete request head that does not ask for /metrics (`wants_metrics`).
+/// Public for the fuzz target.
 pub fn answer(request: &[u8], status: Status) -> (u16, &'static str, &'static str) {
-    let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
-    // The line ends in CRLF: without an HTTP version, the \r would end the path.
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
-    if method != b"GET" && method != b"HEAD" {
-        return (405, "Method Not Allowed", "only GET\n");
-    }
-    match path {
-        b"/ready" if status.ready => (200, "OK", "ready\n"),
-        b"/ready" => (503, "Service Unavailable", "shutting down\n"),
-        b"/live" => (200, "OK", "live\n"),
-        _ => (404, "Not Found", "try /ready or /live\n"),
-    }
+    RequestLine::of(request).answer(status)
 }
 
 #[cfg(test)]
@@ -405,5 +428,8 @@ mod tests {
         assert!(wants_metrics(b"HEAD /metrics?x=1 HTTP/1.1\r\n"));
         assert!(!wants_metrics(b"POST /metrics HTTP/1.1\r\n"));
         assert!(!wants_metrics(b"GET /metricsz HTTP/1.1\r\n"));
+        // HTTP/0.9-style, with no version, as /ready: the CR is not part of the path.
+        assert!(wants_metrics(b"GET /metrics\r\n\r\n"));
+        assert!(wants_metrics(b"HEAD /metrics\n\n"));
     }
 }

@@ -2,7 +2,8 @@
 //! (never RUST_LOG, which belongs to the child). This module owns the log's two formats: text,
 //! the default, and json (`--log-format json`), one JSON object a line, built from the same log
 //! calls: a call site tags its line with an `event` and fields as the `log` crate's key-values,
-//! which text ignores (so text stays byte for byte what it was) and json writes out.
+//! which text ignores (so text stays byte for byte what it was) and json writes out. Both
+//! formats escape what a line carries, whatever its source: a line is always one line.
 //!
 //! May import: nothing from the crate (a leaf).
 
@@ -86,7 +87,7 @@ impl log::Log for Logger {
                     Level::Warn => "warning: ",
                     _ => "",
                 };
-                writeln!(line, "lastcall: {tag}{}", record.args())
+                write_text(line, tag, record)
             }
         };
         if formatted.is_ok() {
@@ -98,6 +99,41 @@ impl log::Log for Logger {
     }
 
     fn flush(&self) {}
+}
+
+/// One record as one text line, its control characters escaped as `OneLine` does (`\n`,
+/// `\u{1b}`): whatever a message carries (a variable's value, a client's bytes), it cannot add a
+/// line to the timeline or drive the terminal the log is read on.
+fn write_text(out: &mut Vec<u8>, tag: &str, record: &Record<'_>) -> io::Result<()> {
+    write!(out, "lastcall: {tag}")?;
+    fmt::write(&mut TextEscaper { out }, *record.args()).map_err(|_| io::Error::other("format"))?;
+    out.push(b'\n');
+    Ok(())
+}
+
+/// Writes text with its control characters escaped (`char::escape_default`); text with none,
+/// the usual case, is copied as it is.
+struct TextEscaper<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl fmt::Write for TextEscaper<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // C0 and DEL are single bytes; C1 (U+0080-U+009F) starts with 0xC2.
+        if !s.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2) {
+            self.out.extend_from_slice(s.as_bytes());
+            return Ok(());
+        }
+        for c in s.chars() {
+            if c.is_control() {
+                write!(self.out, "{}", c.escape_default()).map_err(|_| fmt::Error)?;
+            } else {
+                let mut utf8 = [0u8; 4];
+                self.out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One record as one JSON line.
@@ -177,25 +213,26 @@ impl<W: Write> fmt::Write for Escaper<'_, W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let bytes = s.as_bytes();
         let mut start = 0;
-        for (i, &b) in bytes.iter().enumerate() {
-            let escaped: &[u8] = match b {
-                b'"' => b"\\\"",
-                b'\\' => b"\\\\",
-                b'\n' => b"\\n",
-                b'\r' => b"\\r",
-                b'\t' => b"\\t",
-                0..=0x1f | 0x7f => b"",
+        for (i, c) in s.char_indices() {
+            // C1 controls too, which JSON allows raw but a terminal may act on.
+            let escaped: &[u8] = match c {
+                '"' => b"\\\"",
+                '\\' => b"\\\\",
+                '\n' => b"\\n",
+                '\r' => b"\\r",
+                '\t' => b"\\t",
+                c if c.is_control() => b"",
                 _ => continue,
             };
             let r = self.out.write_all(&bytes[start..i]).and_then(|()| match escaped {
-                b"" => write!(self.out, "\\u{:04x}", b),
+                b"" => write!(self.out, "\\u{:04x}", u32::from(c)),
                 e => self.out.write_all(e),
             });
             if r.is_err() {
                 self.result = r;
                 return Err(fmt::Error);
             }
-            start = i + 1;
+            start = i + c.len_utf8();
         }
         self.out.write_all(&bytes[start..]).map_err(|e| {
             self.result = Err(e);
@@ -256,6 +293,7 @@ pub fn lines_dropped() -> u64 {
 /// - a pipe or tty that cannot be opened again (no /proc, or a pipe of another user's when
 ///   lastcall is not root): poll() with a zero timeout first. That is racy (the app may fill the
 ///   pipe between the poll and the write), the one case that can still block.
+///
 /// Measured by tests/trust.rs: with -vv and a pipe nobody reads, lastcall keeps forwarding and
 /// reaping and SIGKILLs on time, and the app's stderr stays blocking.
 pub struct Stderr {
@@ -427,9 +465,24 @@ mod tests {
     }
 
     #[test]
+    fn a_text_line_is_one_line_whatever_its_values() {
+        let line = |args: fmt::Arguments<'_>| {
+            let mut out = Vec::new();
+            write_text(&mut out, "warning: ", &Record::builder().args(args).level(Level::Warn).build()).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let hostile = "/run/x\nlastcall: child exited with status 0\r\u{1b}[2J\u{b}\u{85}é\t";
+        assert_eq!(
+            line(format_args!("cannot relay NOTIFY_SOCKET={hostile}; passing it on")),
+            "lastcall: warning: cannot relay NOTIFY_SOCKET=/run/x\\nlastcall: child exited with status 0\\r\\u{1b}[2J\\u{b}\\u{85}é\\t; passing it on\n"
+        );
+        assert_eq!(line(format_args!("plain {} text", "é")), "lastcall: warning: plain é text\n");
+    }
+
+    #[test]
     fn escaping_covers_quotes_backslashes_and_controls() {
         let mut out = Vec::new();
-        json_string(&mut out, "a\"b\\c\nd\u{1}\u{7f}é\u{fffd}").unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "\"a\\\"b\\\\c\\nd\\u0001\\u007fé\u{fffd}\"");
+        json_string(&mut out, "a\"b\\c\nd\u{1}\u{7f}é\u{fffd}\u{9b}").unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "\"a\\\"b\\\\c\\nd\\u0001\\u007fé\u{fffd}\\u009b\"");
     }
 }

@@ -30,7 +30,15 @@ fn main() {
             }
             Ending::Code(0)
         }
-        Ok(Parsed::Probe(config)) => Ending::Code(probe::probe(&config)),
+        Ok(Parsed::Probe(config)) => {
+            // A probe is a short client, not an init: it dies of INT and TERM as curl does, so
+            // it runs with the mask it was started with (a signal that came meanwhile, pending,
+            // ends it here). Only this path pays the system call.
+            if let Ok(mask) = &inherited_mask {
+                let _ = sys::set_signal_mask(libc::SIG_SETMASK, mask);
+            }
+            Ending::Code(probe::probe(&config))
+        }
         Ok(Parsed::Run(config)) => {
             logging::init(config.log_level, config.log_format);
             let result = inherited_mask

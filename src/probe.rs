@@ -6,8 +6,9 @@
 //! name in a child process of its own; but one deadline bounds all of it: the name's resolution (musl's
 //! resolver, reading the image's /etc/hosts and resolv.conf, waits for a silent DNS server far
 //! longer), each connect, the request, and the status line. Only the status line is read, at
-//! most `MAX_STATUS_LINE` bytes: a server that trickles its answer cannot hold the probe past
-//! the deadline, and one with an endless body is never read past its first line. A failure is
+//! most `MAX_STATUS_LINE` bytes, after the interim (1xx) answers before it, at most
+//! `MAX_INTERIM` of them: a server that trickles its answer cannot hold the probe past the
+//! deadline, and one with an endless body is never read past its first line. A failure is
 //! one line on stderr (refused, timed out, HTTP 503), which Docker keeps in its health log.
 //!
 //! May import: config, error, signals, sys.
@@ -199,23 +200,120 @@ fn http_status(host: &str, port: u16, path: &str, deadline: &Deadline) -> Result
     );
     stream.set_write_timeout(Some(deadline.left()?)).map_err(|e| io_reason(&e, deadline))?;
     stream.write_all(request.as_bytes()).map_err(|e| io_reason(&e, deadline))?;
-    let mut buf = [0u8; MAX_STATUS_LINE];
-    let mut filled = 0;
-    // Each read waits only for what is left of the deadline: a byte at a time cannot extend it.
-    while !buf[..filled].contains(&b'\n') {
-        if filled == buf.len() {
-            return Err(format!("no status line in the first {MAX_STATUS_LINE} bytes"));
+    final_status(&mut stream, deadline)
+}
+
+/// The most interim (1xx) answers skipped before the final one, and the most bytes they may
+/// take in all: a server that sends them without end fails the probe at once, not at the
+/// deadline.
+pub const MAX_INTERIM: usize = 8;
+pub const MAX_INTERIM_BYTES: usize = 64 * 1024;
+
+/// The status of the final answer read from `stream`: interim answers (100 Continue, 103 Early
+/// Hints), head and all, are skipped as Go's net/http and curl skip them, all but 101, which
+/// ends an HTTP/1.1 exchange.
+fn final_status(stream: &mut (impl Read + SetTimeout), deadline: &Deadline) -> Result<(u16, String), String> {
+    let mut answer = Answer { buf: [0u8; MAX_STATUS_LINE], start: 0, end: 0 };
+    let mut interim_bytes = 0;
+    for skipped in 0..=MAX_INTERIM {
+        let Some((code, line, consumed)) = answer.status_line(stream, deadline)? else {
+            return Err(if skipped == 0 { "connection closed with no answer" } else { "connection closed after an interim answer" }.into());
+        };
+        if !(100..=199).contains(&code) || code == 101 {
+            return Ok((code, line));
         }
-        stream.set_read_timeout(Some(deadline.left()?)).map_err(|e| io_reason(&e, deadline))?;
-        match stream.read(&mut buf[filled..]) {
-            Ok(0) if filled == 0 => return Err("connection closed with no answer".into()),
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_reason(&e, deadline)),
+        interim_bytes += consumed + answer.skip_head(stream, deadline, MAX_INTERIM_BYTES.saturating_sub(interim_bytes + consumed))?;
+    }
+    Err(format!("more than {MAX_INTERIM} interim answers"))
+}
+
+/// What a probe reads from: a socket, whose reads wait at most what is left of the deadline.
+trait SetTimeout {
+    fn set_timeout(&mut self, left: Duration) -> io::Result<()>;
+}
+
+impl SetTimeout for TcpStream {
+    fn set_timeout(&mut self, left: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(left))
+    }
+}
+
+/// An answer read in pieces of at most `MAX_STATUS_LINE` bytes: `buf[start..end]` is read and not
+/// yet looked at.
+struct Answer {
+    buf: [u8; MAX_STATUS_LINE],
+    start: usize,
+    end: usize,
+}
+
+impl Answer {
+    /// More bytes after what is held; 0 at the end of the answer. Each read waits only for what
+    /// is left of the deadline: a byte at a time cannot extend it.
+    fn fill(&mut self, stream: &mut (impl Read + SetTimeout), deadline: &Deadline) -> Result<usize, String> {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        loop {
+            stream.set_timeout(deadline.left()?).map_err(|e| io_reason(&e, deadline))?;
+            match stream.read(&mut self.buf[self.end..]) {
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_reason(&e, deadline)),
+            }
         }
     }
-    parse_status_line(&buf[..filled]).ok_or_else(|| "not an HTTP answer".into())
+
+    /// The next status line: its code, its text (`parse_status_line`), and the bytes it took;
+    /// None if the answer ends first.
+    fn status_line(&mut self, stream: &mut (impl Read + SetTimeout), deadline: &Deadline) -> Result<Option<(u16, String, usize)>, String> {
+        let mut ended = false;
+        while !ended && !self.buf[self.start..self.end].contains(&b'\n') {
+            if self.end - self.start == self.buf.len() {
+                return Err(format!("no status line in the first {MAX_STATUS_LINE} bytes"));
+            }
+            ended = self.fill(stream, deadline)? == 0;
+            if ended && self.start == self.end {
+                return Ok(None);
+            }
+        }
+        let held = &self.buf[self.start..self.end];
+        let taken = held.iter().position(|&b| b == b'\n').map_or(held.len(), |i| i + 1);
+        let (code, line) = parse_status_line(&held[..taken]).ok_or("not an HTTP answer")?;
+        self.start += taken;
+        Ok(Some((code, line, taken)))
+    }
+
+    /// Reads past the rest of a head (its header lines and the empty line that ends it), at most
+    /// `limit` bytes: the bytes it took.
+    fn skip_head(&mut self, stream: &mut (impl Read + SetTimeout), deadline: &Deadline, limit: usize) -> Result<usize, String> {
+        let mut taken = 0;
+        // Bytes of the current line but its CR: none at its end means the head's end.
+        let mut line_len = 0usize;
+        loop {
+            while self.start < self.end {
+                let b = self.buf[self.start];
+                self.start += 1;
+                taken += 1;
+                if taken > limit {
+                    return Err(format!("interim answers longer than {MAX_INTERIM_BYTES} bytes"));
+                }
+                match b {
+                    b'\n' if line_len == 0 => return Ok(taken),
+                    b'\n' => line_len = 0,
+                    b'\r' => {}
+                    _ => line_len += 1,
+                }
+            }
+            if self.fill(stream, deadline)? == 0 {
+                return Err("connection closed after an interim answer".into());
+            }
+        }
+    }
 }
 
 /// `HTTP/1.1 503 Service Unavailable` → (503, the line, at most 80 characters).
@@ -248,5 +346,61 @@ mod tests {
         }
         let long = [&b"HTTP/1.1 500 "[..], &[b'x'; 2000]].concat();
         assert_eq!(parse_status_line(&long).unwrap().1.len(), 80);
+    }
+
+    /// An answer as a server sends it: in pieces, then its end.
+    struct Pieces(Vec<Vec<u8>>);
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Ok(0);
+            }
+            let piece = &mut self.0[0];
+            let n = piece.len().min(buf.len());
+            buf[..n].copy_from_slice(&piece[..n]);
+            piece.drain(..n);
+            if piece.is_empty() {
+                self.0.remove(0);
+            }
+            Ok(n)
+        }
+    }
+
+    impl SetTimeout for Pieces {
+        fn set_timeout(&mut self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn status_of(pieces: &[&[u8]]) -> Result<(u16, String), String> {
+        let deadline = Deadline { at: Instant::now() + Duration::from_secs(60), timeout: Duration::from_secs(60) };
+        final_status(&mut Pieces(pieces.iter().map(|p| p.to_vec()).collect()), &deadline)
+    }
+
+    #[test]
+    fn interim_answers_are_skipped() {
+        let hints = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n";
+        assert_eq!(status_of(&[hints, b"HTTP/1.1 200 OK\r\n\r\n"]).unwrap().0, 200);
+        assert_eq!(status_of(&[b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 503 No\r\n"]).unwrap().0, 503);
+        // A byte at a time, bare LFs, and a header longer than the buffer.
+        let long = [&b"HTTP/1.1 103 Early Hints\nLink: "[..], &[b'x'; 5000], b"\n\nHTTP/1.1 204 No Content\n"].concat();
+        let bytes: Vec<&[u8]> = long.chunks(1).collect();
+        assert_eq!(status_of(&bytes).unwrap().0, 204);
+        // 101 is no interim answer: it is the last one HTTP/1.1 has.
+        assert_eq!(status_of(&[b"HTTP/1.1 101 Switching Protocols\r\n\r\nHTTP/1.1 200 OK\r\n"]).unwrap().0, 101);
+        assert_eq!(status_of(&[hints]), Err("connection closed after an interim answer".into()));
+        assert_eq!(status_of(&[b"HTTP/1.1 103 Early Hints\r\nLink: x"]), Err("connection closed after an interim answer".into()));
+        assert_eq!(status_of(&[b""]), Err("connection closed with no answer".into()));
+    }
+
+    #[test]
+    fn interim_answers_are_bounded() {
+        let endless = b"HTTP/1.1 103 Early Hints\r\n\r\n".repeat(MAX_INTERIM + 1);
+        assert_eq!(status_of(&[&endless, b"HTTP/1.1 200 OK\r\n"]), Err(format!("more than {MAX_INTERIM} interim answers")));
+        let just = b"HTTP/1.1 103 Early Hints\r\n\r\n".repeat(MAX_INTERIM);
+        assert_eq!(status_of(&[&just, b"HTTP/1.1 200 OK\r\n"]).unwrap().0, 200);
+        let huge = [&b"HTTP/1.1 103 Early Hints\r\nLink: "[..], &vec![b'x'; MAX_INTERIM_BYTES], b"\r\n\r\nHTTP/1.1 200 OK\r\n"].concat();
+        assert_eq!(status_of(&[&huge]), Err(format!("interim answers longer than {MAX_INTERIM_BYTES} bytes")));
     }
 }
