@@ -8,7 +8,7 @@
 //! |------------------------------------------|-------------------------------------------------------------|
 //! | (none) on `sh`/`bash`/`shell`            | runs it with `bash -euo pipefail` in a scratch copy of the repository; it must exit 0 |
 //! | `<!-- readme-test: serve PORT -->`       | starts it there, waits for 127.0.0.1:PORT to accept, sends SIGTERM to it, asks for `GET /b` during the pre-stop (it must be answered 200), and wants lastcall's timeline and a clean exit |
-//! | `<!-- readme-test: output -->`           | on a block with no language right after a served one: what that block prints. Each line, its numbers masked, must be among the lines printed, each program's lines (`lastcall:`, `app:`) in the order shown |
+//! | `<!-- readme-test: output -->`           | on a block with no language right after a run or served one: what that block prints. Each line, its numbers masked, must be among the lines printed, each program's lines (what comes before the first `:`, e.g. `lastcall`, `app`) in the order shown |
 //! | (none) on `dockerfile`                   | built by the real dockerd's classic builder (`DOCKER_BUILDKIT=0 docker build`), see below |
 //! | `<!-- readme-test: fragment -->`         | only checks it parses (`bash -n`, the Dockerfile, YAML, unit syntax) |
 //! | `<!-- readme-test: skip REASON -->`      | checks it parses and prints the reason (a daemon to configure, a system path to install into, minutes of builds, the network) |
@@ -289,6 +289,11 @@ fn is_shell(lang: &str) -> bool {
     matches!(lang, "sh" | "bash" | "shell" | "console")
 }
 
+/// A block that `every_shell_block_runs` runs or serves.
+fn is_run(block: &Block) -> bool {
+    is_shell(&block.lang) && matches!(block.marker, Marker::None | Marker::Serve(_))
+}
+
 /// Whether the block parses as its language says.
 fn check_parses(block: &Block, dir: &Path) -> Result<(), String> {
     let fragment = block.marker != Marker::None;
@@ -311,8 +316,8 @@ fn every_block_parses() {
     assert!(failed.is_empty(), "blocks that do not parse:\n{}", failed.join("\n"));
     for (n, b) in blocks.iter().enumerate() {
         if b.marker == Marker::Output {
-            let after_served = n.checked_sub(1).map(|p| &blocks[p]).is_some_and(|p| p.file == b.file && matches!(p.marker, Marker::Serve(_)));
-            assert!(after_served && b.lang.is_empty(), "{}: an output block has no language and follows a served block", b.place());
+            let after_run = n.checked_sub(1).map(|p| &blocks[p]).is_some_and(|p| p.file == b.file && is_run(p));
+            assert!(after_run && b.lang.is_empty(), "{}: an output block has no language and follows a run or served block", b.place());
         }
     }
     for b in &blocks {
@@ -407,8 +412,7 @@ fn output_of(log: &Path) -> String {
 #[test]
 fn every_shell_block_runs() {
     let all = all_blocks();
-    let runs: Vec<(usize, &Block)> =
-        all.iter().enumerate().filter(|(_, b)| is_shell(&b.lang) && matches!(b.marker, Marker::None | Marker::Serve(_))).collect();
+    let runs: Vec<(usize, &Block)> = all.iter().enumerate().filter(|(_, b)| is_run(b)).collect();
     if runs.is_empty() {
         return;
     }
@@ -418,16 +422,17 @@ fn every_shell_block_runs() {
     for (n, block) in runs {
         let log = dir.join(format!("block-{n}.log"));
         let mut started = start(block, &dir, &log);
-        let result = match block.marker {
-            Marker::Serve(port) => serve(&mut started, port, &log).and_then(|()| {
-                let shown = all.get(n + 1).filter(|b| b.file == block.file && b.marker == Marker::Output);
-                shown.map_or(Ok(()), |shown| check_shown(&shown.text, &output_of(&log)).map_err(|e| format!("{}: {e}", shown.place())))
-            }),
+        let ran = match block.marker {
+            Marker::Serve(port) => serve(&mut started, port, &log),
             _ => {
                 let status = wait_until(LIMIT, &block.place(), || started.0.try_wait().unwrap());
                 status.success().then_some(()).ok_or_else(|| format!("exited {status}"))
             }
         };
+        let result = ran.and_then(|()| {
+            let shown = all.get(n + 1).filter(|b| b.file == block.file && b.marker == Marker::Output);
+            shown.map_or(Ok(()), |shown| check_shown(&shown.text, &output_of(&log)).map_err(|e| format!("{}: {e}", shown.place())))
+        });
         if let Err(e) = result {
             failed.push(format!("{}: {e}\n--- block:\n{}--- output:\n{}", block.place(), block.text, output_of(&log)));
         }
