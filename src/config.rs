@@ -52,26 +52,69 @@ pub struct Config {
     pub personality: &'static Personality,
     /// Said once at start-up, as warnings: `LASTCALL_*` variables lastcall does not know.
     pub warnings: Vec<String>,
-    /// The command is lastcall too (`nested`): this one only forwards, reaps and exits.
+    /// The options given on the command line with a value, as the variables that say the same
+    /// (`LASTCALL_GRACE`, "1s"; a repeated list joined with commas): what an outer lastcall hands
+    /// down to an inner one when it steps aside.
+    pub flags: Vec<(&'static str, String)>,
+    /// The command is lastcall too (`nested`): this one only forwards, reaps, keeps a last
+    /// SIGKILL and exits.
     pub nested: bool,
 }
 
+/// The variables of what an outer lastcall leaves to the inner one: given to the outer as
+/// flags, they are set in the inner's environment (over an inherited value, as the flag won over
+/// it for the outer). Every other option is one the outer still carries out itself.
+pub const HANDED_DOWN: &[&str] = &[
+    "LASTCALL_PRE_STOP",
+    "LASTCALL_GRACE",
+    "LASTCALL_STOP_TIMEOUT",
+    "LASTCALL_UNREADY_ON",
+    "LASTCALL_STOP_SIGNAL",
+    "LASTCALL_REWRITE",
+    "LASTCALL_READY_FILE",
+    "LASTCALL_HEALTH_LISTEN",
+    "LASTCALL_USER",
+    "LASTCALL_LOG_FORMAT",
+];
+
+/// What an outer lastcall waits past its own pre-stop and grace before its backstop SIGKILL: room
+/// for the inner one's own SIGKILL, reaping and exit, so that the two never race.
+pub const BACKSTOP_MARGIN: Duration = Duration::from_secs(2);
+
 impl Config {
     /// What an outer lastcall keeps when its command is lastcall too: forwarding, reaping, the
-    /// process-group mode and the exit. The shutdown's features (pre-stop, grace, stop signal,
-    /// rewrites, readiness, health, notify) and the warnings about variables are the inner one's,
-    /// which reads the same variables; done twice they would bind the health port twice, run the
-    /// pre-stop twice and rewrite a signal twice.
-    pub fn step_aside(self) -> Config {
+    /// process-group mode, the exit, and a backstop. The shutdown's features (pre-stop, grace,
+    /// stop signal, rewrites, readiness, health, notify), the user switch and the warnings about
+    /// variables are the inner one's, which reads the same variables; done twice they would bind
+    /// the health port twice, run the pre-stop twice, rewrite a signal twice, and leave the inner
+    /// one (which does the SIGKILL) as the app's uid, open to the app's signals.
+    ///
+    /// Stepping aside never weakens what this one was asked to do:
+    /// - its flags for those features are handed down (`HANDED_DOWN`; `flags` keeps only them);
+    /// - the backstop: its own pre-stop and grace plus `BACKSTOP_MARGIN`, counted from its stop
+    ///   signal or from the inner one's death, after which everything left gets SIGKILL (no
+    ///   backstop only when this one was told never to escalate, as it would not have alone);
+    /// - `cannot_tell` (the command's file could not be read): the user switch stays this one's,
+    ///   since the command may be an app that must not run as who lastcall is.
+    pub fn step_aside(self, cannot_tell: bool) -> Config {
+        let backstop = self.grace.map(|g| self.pre_stop.saturating_add(g).saturating_add(BACKSTOP_MARGIN));
+        let keep_user = cannot_tell && self.user.is_some();
+        let flags = self
+            .flags
+            .into_iter()
+            .filter(|(name, _)| HANDED_DOWN.contains(name) && !(keep_user && *name == "LASTCALL_USER"))
+            .collect();
         Config {
             pre_stop: Duration::ZERO,
-            grace: None,
+            grace: backstop,
             unready_on: UnreadyOn::Signal,
             stop_signal: None,
             rewrite: vec![],
             ready_file: None,
             health_listen: None,
+            user: if keep_user { self.user } else { None },
             warnings: vec![],
+            flags,
             nested: true,
             ..self
         }
@@ -113,3 +156,58 @@ pub enum ProbeTarget {
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// `probe ready|live`'s, unchanged: the health endpoint may take most of a second under a flood.
 pub const HEALTH_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outer(grace: Option<Duration>, flags: &[(&'static str, &str)]) -> Config {
+        Config {
+            command: vec!["inner".into()],
+            pre_stop: Duration::from_secs(3),
+            grace,
+            unready_on: UnreadyOn::Stop,
+            stop_signal: Some(Sig(libc::SIGQUIT)),
+            rewrite: vec![(Sig(libc::SIGINT), Sig(libc::SIGTERM))],
+            ready_file: Some("/tmp/ready".into()),
+            health_listen: Some("127.0.0.1:1".parse().unwrap()),
+            single_child: false,
+            setsid: false,
+            remap_exit: vec![],
+            parent_death_signal: None,
+            warn_reaping: false,
+            subreaper: Subreaper::Default,
+            pause: false,
+            user: Some(crate::user::parse_spec("1000").unwrap()),
+            no_new_privs: false,
+            log_level: LevelFilter::Info,
+            log_format: Format::Text,
+            personality: &crate::personality::LASTCALL,
+            warnings: vec!["a warning".into()],
+            flags: flags.iter().map(|&(n, v)| (n, v.to_string())).collect(),
+            nested: false,
+        }
+    }
+
+    #[test]
+    fn stepping_aside_keeps_a_backstop() {
+        let c = outer(Some(Duration::from_secs(5)), &[]).step_aside(false);
+        assert_eq!(c.grace, Some(Duration::from_secs(3 + 5) + BACKSTOP_MARGIN), "pre-stop + grace + margin");
+        assert_eq!((c.pre_stop, c.stop_signal, c.rewrite.len(), c.nested), (Duration::ZERO, None, 0, true));
+        assert!(c.ready_file.is_none() && c.health_listen.is_none() && c.warnings.is_empty());
+        // Told never to escalate, it would not have alone either.
+        assert_eq!(outer(None, &[]).step_aside(false).grace, None);
+    }
+
+    #[test]
+    fn stepping_aside_hands_the_flags_down_and_the_user_switch_too() {
+        let flags = [("LASTCALL_GRACE", "1s"), ("LASTCALL_USER", "1000"), ("LASTCALL_REMAP_EXIT", "143")];
+        let c = outer(Some(Duration::from_secs(1)), &flags).step_aside(false);
+        assert_eq!(c.flags, vec![("LASTCALL_GRACE", "1s".to_string()), ("LASTCALL_USER", "1000".to_string())], "-e stays the outer's");
+        assert_eq!(c.user, None, "the inner one switches");
+        // The command could not be read: it may be an app, which must not run as root.
+        let c = outer(Some(Duration::from_secs(1)), &flags).step_aside(true);
+        assert!(c.user.is_some());
+        assert_eq!(c.flags, vec![("LASTCALL_GRACE", "1s".to_string())]);
+    }
+}

@@ -7,7 +7,10 @@
 //! command's file before anything starts, never by its name: a lastcall installed as `tini` is
 //! still lastcall, and a program merely named `lastcall` is not. The file is hostile input: only
 //! a regular file is opened (a FIFO would block), without following it into a terminal, and at
-//! most a few KiB of it are read, each offset and size checked.
+//! most a few KiB of it are read, each offset and size checked. An executable that cannot be
+//! read (mode 0711 and a non-root outer lastcall) cannot be told: the supervisor then steps aside
+//! as for a lastcall, since a second lastcall doing the shutdown too would bind the health port
+//! twice and fail.
 //!
 //! May import: sys.
 
@@ -27,9 +30,42 @@ const MAX_NOTE_BYTES: u64 = 4096;
 /// PT_NOTE segments read at most.
 const MAX_NOTE_SEGMENTS: usize = 8;
 
-/// Whether `command` (lastcall's, with its arguments) runs a lastcall.
-pub fn command_is_lastcall(command: &[OsString]) -> bool {
-    command.first().and_then(|program| resolve(program, std::env::var_os("PATH"))).is_some_and(|file| is_lastcall(&file))
+/// What the command's file says about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detected {
+    NotLastcall,
+    Lastcall,
+    /// An executable regular file that lastcall may not read (execute-only): it may be either.
+    CannotTell,
+}
+
+/// Whether `command` (lastcall's, with its arguments) runs a lastcall, and the file it runs.
+pub fn command_is_lastcall(command: &[OsString]) -> (Detected, Option<PathBuf>) {
+    match command.first().and_then(|program| resolve(program, std::env::var_os("PATH"))) {
+        Some(file) => (detect(&file), Some(file)),
+        None => (Detected::NotLastcall, None),
+    }
+}
+
+/// `is_lastcall`, telling "cannot read it" apart from "no".
+pub fn detect(path: &Path) -> Detected {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path);
+    match file {
+        Ok(file) if file.metadata().is_ok_and(|m| m.is_file()) => match carries_note(file) {
+            Some(true) => Detected::Lastcall,
+            _ => Detected::NotLastcall,
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && is_executable_file(path) => Detected::CannotTell,
+        _ => Detected::NotLastcall,
+    }
+}
+
+/// A regular file with an execute bit, read off its metadata (no open, so no block on a FIFO).
+fn is_executable_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The file exec would run for `program`: a path with a slash as it is, else the first
@@ -47,20 +83,13 @@ pub fn resolve(program: &OsStr, path_var: Option<OsString>) -> Option<PathBuf> {
         .split(|&b| b == b':')
         .map(|dir| if dir.is_empty() { Path::new(".") } else { Path::new(OsStr::from_bytes(dir)) })
         .map(|dir| dir.join(program))
-        .find(|file| std::fs::metadata(file).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .find(|file| is_executable_file(file))
 }
 
 /// Whether the file at `path` is a lastcall: an ELF file with lastcall's note. Any failure to
 /// read it (not there, not readable, not ELF, truncated, absurd sizes) is "no".
 pub fn is_lastcall(path: &Path) -> bool {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path);
-    match file {
-        Ok(file) if file.metadata().is_ok_and(|m| m.is_file()) => carries_note(file).unwrap_or(false),
-        _ => false,
-    }
+    detect(path) == Detected::Lastcall
 }
 
 /// An ELF file's identity: how wide and in which byte order its fields are.
@@ -225,6 +254,23 @@ mod tests {
         assert!(!has_lastcall_note(Elf { wide: true, big: true }, &ok), "the byte order matters");
         ok[12] = b'L';
         assert!(!has_lastcall_note(elf, &ok));
+    }
+
+    #[test]
+    fn an_unreadable_executable_cannot_be_told() {
+        // Root reads anything: the case needs another uid, which the integration tests have.
+        if std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0 {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("lastcall-nested-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("x");
+        std::fs::write(&file, b"\x7fELF").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o111)).unwrap();
+        assert_eq!(detect(&file), Detected::CannotTell);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+        assert_eq!(detect(&file), Detected::NotLastcall, "not executable: exec would fail anyway");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

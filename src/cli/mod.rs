@@ -99,6 +99,24 @@ impl CommandLine {
     fn last_of(&self, ids: &[Id]) -> Option<Id> {
         self.given.iter().rev().map(|(i, _)| *i).find(|i| ids.contains(i))
     }
+
+    /// The options given with a value, as their variables: the last value, or a list option's
+    /// values joined with commas as its variable takes them (`Config::flags`).
+    fn as_variables(&self) -> Vec<(&'static str, String)> {
+        let mut vars: Vec<(&'static str, String)> = Vec::new();
+        for (id, value) in &self.given {
+            let (Some(name), Some(value)) = (opt(*id).env, value) else { continue };
+            match vars.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, v)) if matches!(id, Id::Rewrite | Id::RemapExit) => {
+                    v.push(',');
+                    v.push_str(value);
+                }
+                Some((_, v)) => v.clone_from(value),
+                None => vars.push((name, value.clone())),
+            }
+        }
+        vars
+    }
 }
 
 /// getopt: options first, then the command; `--` ends the options early. With
@@ -444,6 +462,7 @@ where
     let log_level = log_level(&line, &env, p)?;
     let log_format = value(&line, &env, Id::LogFormat, parse_log_format)?.unwrap_or(Format::Text);
 
+    let flags = line.as_variables();
     Ok(Parsed::Run(Config {
         command: line.command,
         pre_stop,
@@ -466,6 +485,7 @@ where
         log_format,
         personality,
         warnings: vec![],
+        flags,
         nested: false,
     }))
 }

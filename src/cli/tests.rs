@@ -630,9 +630,12 @@ fn license_is_both_texts() {
 #[test]
 fn stepping_aside_keeps_only_forwarding_and_reaping() {
     let c = config(&["--pre-stop", "2s", "--grace", "3s", "--stop-signal", "QUIT", "-r", "INT:TERM", "--health-listen", ":8081", "--ready-file", "/r", "-e", "143", "app"], &[]);
-    let c = c.step_aside();
+    let c = c.step_aside(false);
     assert!(c.nested);
-    assert_eq!((c.pre_stop, c.grace, c.stop_signal), (Duration::ZERO, None, None));
+    // The grace left is the backstop: pre-stop + grace + margin.
+    assert_eq!((c.pre_stop, c.grace, c.stop_signal), (Duration::ZERO, Some(Duration::from_secs(7)), None));
+    let handed: Vec<_> = c.flags.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    assert_eq!(handed, ["LASTCALL_PRE_STOP=2s", "LASTCALL_GRACE=3s", "LASTCALL_STOP_SIGNAL=QUIT", "LASTCALL_REWRITE=INT:TERM", "LASTCALL_HEALTH_LISTEN=:8081", "LASTCALL_READY_FILE=/r"]);
     assert!(c.rewrite.is_empty() && c.health_listen.is_none() && c.ready_file.is_none() && c.warnings.is_empty());
     assert_eq!((c.remap_exit, c.command), (vec![143], vec![OsString::from("app")]));
 }

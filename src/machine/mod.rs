@@ -49,6 +49,11 @@
 //! rewritten), the way it forwards signals, so with `-c` nobody gets it. They come before every
 //! other row for that event. Under lastcall's own name (`StopTheRest`) they never apply.
 //!
+//! An outer lastcall that steps aside for an inner one (`Config::step_aside`) runs the same rows
+//! with no pre-stop, no rewrites and its backstop as the grace: the inner one's stop signal and
+//! death go through "term t, pre-stop = 0" and "main exited, others", and the backstop is the
+//! Draining deadline, so a TERM-deaf app under a dead or unwilling inner one still gets SIGKILL.
+//!
 //! Every other signal is forwarded as rw(s) in every live phase and changes nothing here, so it
 //! never reaches `step()`: `signals::Routes` sends it on with one table lookup, without reading
 //! the clock.

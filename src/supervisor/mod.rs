@@ -16,7 +16,7 @@ use nix::sys::signal::SigSet;
 use nix::unistd::{getpid, Pid};
 
 use crate::config::{Config, Subreaper};
-use crate::error::Error;
+use crate::error::{Error, OneLine};
 use crate::health::Health;
 use crate::logging;
 use crate::machine::{Policy, State};
@@ -46,9 +46,23 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     // be known when the app starts, so it is lastcall's start, not the first TERM's.
     let (clock_zero_ns, clock_zero) = (sys::monotonic_ns(), Instant::now());
     // Before anything that the inner lastcall would do again (the health port, the ready file).
-    let config = if !config.pause && nested::command_is_lastcall(&config.command) { config.step_aside() } else { config };
+    let detected = if config.pause { (nested::Detected::NotLastcall, None) } else { nested::command_is_lastcall(&config.command) };
+    let config = match detected {
+        (nested::Detected::NotLastcall, _) => config,
+        (nested::Detected::Lastcall, _) => config.step_aside(false),
+        (nested::Detected::CannotTell, file) => {
+            // Stepping aside wrongly loses readiness and health, loudly; not stepping aside for a
+            // lastcall binds the health port twice and fails the start.
+            let file = file.unwrap_or_default();
+            warn!("cannot read {} to tell whether it is lastcall too: taken as one, so readiness, health and the pre-stop are left to it (make it readable to be sure)", OneLine(&file.to_string_lossy()));
+            config.step_aside(true)
+        }
+    };
     if config.nested {
-        info!("the command is lastcall too: this one forwards signals, reaps and exits with its status; pre-stop, grace, readiness, health and notify are the inner one's");
+        let backstop = config.grace.map_or("no SIGKILL of its own (never escalate)".to_string(), |g| format!("SIGKILL to what is left {}s after its stop signal or the inner one's death", g.as_secs_f64()));
+        let handed: Vec<&str> = config.flags.iter().map(|(name, _)| *name).collect();
+        let handed = if handed.is_empty() { String::new() } else { format!(", with this one's flags handed down as {}", handed.join(", ")) };
+        info!("the command is lastcall too: this one forwards signals, reaps, exits with its status and keeps a backstop ({backstop}); pre-stop, grace, readiness, health, notify and the user switch are the inner one's{handed}");
         // The shutdown timeline is the inner one's too: each of its lines once in the log.
         if log::max_level() == log::LevelFilter::Info {
             log::set_max_level(log::LevelFilter::Warn);
@@ -125,6 +139,8 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     if let Some(c) = &credentials {
         env.extend(c.env(|name| std::env::var_os(name).is_some()));
     }
+    // Empty unless stepping aside: the outer's flags, as the inner one's variables.
+    env.extend(config.flags.iter().filter(|_| config.nested).map(|(name, value)| (name.to_string(), OsString::from(value))));
     let detach = match (config.setsid, config.single_child && !config.personality.own_group_for_single_child) {
         (true, _) => Detach::Session,
         (false, true) => Detach::Inherit,
