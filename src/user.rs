@@ -11,15 +11,20 @@
 //! | `1000`           | 1000           | passwd's by uid, else 0 (as `docker run --user`) | only the gid | passwd by uid or `/`; its name if any |
 //! | `1000:group`     | 1000           | group                        | only the gid                  | as above               |
 //!
-//! The files are read whole, at most `MAX_FILE` bytes; a line that is not a well-formed entry
-//! (missing fields, an id that is not a decimal number below 2^32-1) is skipped, as glibc's files
-//! backend skips it. The first matching entry wins.
+//! The files are read whole, at most `MAX_FILE` bytes, from a non-blocking open that refuses
+//! anything but a regular file (a FIFO there would otherwise hang start-up with signals
+//! blocked). A line that is not a well-formed entry (missing fields, an id that is not a decimal
+//! number below 2^32-1) is skipped, as glibc's files backend skips it. The first matching entry
+//! wins. Lines are scanned field by field, without a copy: whatever the file's shape (one line
+//! of colons, one group of millions of members), the memory is the file's size and a little.
 //!
 //! May import: error.
 
 use std::ffi::OsString;
 use std::fmt;
+use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, OneLine};
@@ -29,6 +34,11 @@ use crate::error::{Error, OneLine};
 pub const MAX_FILE: u64 = 16 * 1024 * 1024;
 /// The longest name accepted on the command line (Linux's own tools stop at 32; NSS at 256).
 const MAX_NAME: usize = 256;
+/// The kernel's limit on one argument or variable, its NUL included (MAX_ARG_STRLEN): a longer
+/// HOME would make exec fail with E2BIG, which reads as the command's fault.
+pub const MAX_VARIABLE: usize = 32 * 4096;
+/// The kernel's NGROUPS_MAX, when /proc does not say.
+const NGROUPS_MAX: usize = 65536;
 
 /// A user or a group as given: a name to look up, or a number that needs no file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +52,15 @@ pub enum Who {
 pub struct Spec {
     pub user: Who,
     pub group: Option<Who>,
+    /// Where the value came from (`--user` or `LASTCALL_USER`), for the errors that refuse it.
+    pub from: &'static str,
+}
+
+impl Spec {
+    /// The same value, as given by `from`.
+    pub fn given_by(self, from: &'static str) -> Spec {
+        Spec { from, ..self }
+    }
 }
 
 impl fmt::Display for Who {
@@ -53,7 +72,8 @@ impl fmt::Display for Who {
     }
 }
 
-/// `USER[:GROUP]`: names or decimal ids. A bad value is a usage error (exit 2).
+/// `USER[:GROUP]`: names or decimal ids, as given by `--user` until `Spec::given_by` says
+/// otherwise. A bad value is a usage error (exit 2).
 pub fn parse_spec(text: &str) -> Result<Spec, String> {
     if text.matches(':').count() > 1 {
         return Err("expected USER[:GROUP], with one ':' at most".into());
@@ -64,7 +84,7 @@ pub fn parse_spec(text: &str) -> Result<Spec, String> {
     };
     let user = parse_who(user, "USER")?;
     let group = group.map(|g| parse_who(g, "GROUP")).transpose()?;
-    Ok(Spec { user, group })
+    Ok(Spec { user, group, from: "--user" })
 }
 
 fn parse_who(text: &str, what: &str) -> Result<Who, String> {
@@ -102,9 +122,10 @@ pub struct Credentials {
 impl Credentials {
     /// The variables the app gets: HOME always (the inherited one is lastcall's user's), USER
     /// and LOGNAME unless already set for the app (`is_set`), as setpriv --reset-env and gosu
-    /// would have them.
+    /// would have them. An empty HOME is never given: `/` stands in.
     pub fn env(&self, is_set: impl Fn(&str) -> bool) -> Vec<(String, OsString)> {
-        let mut env = vec![("HOME".to_string(), OsString::from(self.home.as_os_str()))];
+        let home = if self.home.as_os_str().is_empty() { Path::new("/") } else { self.home.as_path() };
+        let mut env = vec![("HOME".to_string(), OsString::from(home.as_os_str()))];
         if let Some(name) = &self.name {
             for var in ["USER", "LOGNAME"] {
                 if !is_set(var) {
@@ -116,42 +137,56 @@ impl Credentials {
     }
 }
 
-/// One passwd entry, as much as lastcall needs.
+/// One passwd entry, as much as lastcall needs, borrowed from the file's text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PasswdEntry {
-    pub name: String,
+pub struct PasswdEntry<'a> {
+    pub name: &'a str,
     pub uid: u32,
     pub gid: u32,
-    pub home: String,
+    pub home: &'a str,
 }
 
+/// One group entry, borrowed from the file's text; its members are read only as asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupEntry {
-    pub name: String,
+pub struct GroupEntry<'a> {
+    pub name: &'a str,
     pub gid: u32,
-    pub members: Vec<String>,
+    members: &'a str,
+}
+
+impl<'a> GroupEntry<'a> {
+    /// The member list's names, the empty ones (`,,`) skipped.
+    pub fn members(&self) -> impl Iterator<Item = &'a str> {
+        self.members.split(',').filter(|m| !m.is_empty())
+    }
+
+    pub fn has_member(&self, name: &str) -> bool {
+        self.members().any(|m| m == name)
+    }
 }
 
 /// The well-formed entries of a passwd file: `name:password:uid:gid:gecos:home:shell`.
-pub fn parse_passwd(text: &[u8]) -> impl Iterator<Item = PasswdEntry> + '_ {
+pub fn parse_passwd(text: &[u8]) -> impl Iterator<Item = PasswdEntry<'_>> + '_ {
     lines(text).filter_map(|line| {
-        let f: Vec<&str> = line.split(':').collect();
-        if f.len() != 7 || !valid_name(f[0]) {
+        // Seven fields exactly: the scan stops at the eighth, however many colons follow.
+        let mut f = line.split(':');
+        let [name, _, uid, gid, _, home, _] = [f.next()?, f.next()?, f.next()?, f.next()?, f.next()?, f.next()?, f.next()?];
+        if f.next().is_some() || !valid_name(name) {
             return None;
         }
-        Some(PasswdEntry { name: f[0].into(), uid: parse_id(f[2])?, gid: parse_id(f[3])?, home: f[5].into() })
+        Some(PasswdEntry { name, uid: parse_id(uid)?, gid: parse_id(gid)?, home })
     })
 }
 
 /// The well-formed entries of a group file: `name:password:gid:member,member`.
-pub fn parse_group(text: &[u8]) -> impl Iterator<Item = GroupEntry> + '_ {
+pub fn parse_group(text: &[u8]) -> impl Iterator<Item = GroupEntry<'_>> + '_ {
     lines(text).filter_map(|line| {
-        let f: Vec<&str> = line.split(':').collect();
-        if f.len() != 4 || !valid_name(f[0]) {
+        let mut f = line.split(':');
+        let [name, _, gid, members] = [f.next()?, f.next()?, f.next()?, f.next()?];
+        if f.next().is_some() || !valid_name(name) {
             return None;
         }
-        let members = f[3].split(',').filter(|m| !m.is_empty()).map(str::to_string).collect();
-        Some(GroupEntry { name: f[0].into(), gid: parse_id(f[2])?, members })
+        Some(GroupEntry { name, gid: parse_id(gid)?, members })
     })
 }
 
@@ -175,6 +210,59 @@ fn parse_id(text: &str) -> Option<u32> {
     text.parse::<u32>().ok().filter(|&id| id != u32::MAX)
 }
 
+/// initgroups(name, gid)'s list: `gid`, then every group of `group_text` that lists `name` as a
+/// member, in the file's order, each once, at most `limit` in all. The second value says that
+/// more were left out. Linear in the file, and never more than a few times `limit` gids held.
+pub fn member_groups(group_text: &[u8], name: &str, gid: u32, limit: impl FnOnce() -> usize) -> (Vec<u32>, bool) {
+    // A usual user's list is short: the limit (never below this on Linux) is looked up only for
+    // a long one.
+    const SHORT: usize = 64;
+    let mut limit = Some(limit);
+    let mut cap = 0;
+    let mut groups = vec![gid];
+    for g in parse_group(group_text).filter(|g| g.has_member(name)) {
+        groups.push(g.gid);
+        if groups.len() > SHORT {
+            if let Some(limit) = limit.take() {
+                cap = limit().max(SHORT);
+            }
+            // Duplicates are dropped in batches, so that the list held stays within twice the cap.
+            if groups.len() > cap.saturating_mul(2) {
+                dedup_in_order(&mut groups);
+                if groups.len() > cap {
+                    break;
+                }
+            }
+        }
+    }
+    dedup_in_order(&mut groups);
+    // With no cap looked up, the list never grew past SHORT.
+    let over = cap > 0 && groups.len() > cap;
+    groups.truncate(if over { cap } else { groups.len() });
+    (groups, over)
+}
+
+/// Drops every gid seen before, keeping the first of each, in O(n log n).
+fn dedup_in_order(groups: &mut Vec<u32>) {
+    let mut keyed: Vec<(u32, usize)> = groups.iter().enumerate().map(|(at, &g)| (g, at)).collect();
+    keyed.sort_unstable();
+    keyed.dedup_by_key(|k| k.0);
+    keyed.sort_unstable_by_key(|k| k.1);
+    groups.clear();
+    groups.extend(keyed.iter().map(|k| k.0));
+}
+
+/// The kernel's NGROUPS_MAX, as /proc/sys/kernel/ngroups_max says (musl's sysconf answers a
+/// constant of its own).
+fn ngroups_max() -> usize {
+    let read = || -> Option<usize> {
+        let mut text = String::new();
+        open_regular(Path::new("/proc/sys/kernel/ngroups_max")).ok()??.take(32).read_to_string(&mut text).ok()?;
+        text.trim().parse().ok()
+    };
+    read().unwrap_or(NGROUPS_MAX)
+}
+
 /// Where the image's files are: `/etc`, or a test's directory.
 pub struct Files {
     pub passwd: PathBuf,
@@ -187,42 +275,88 @@ impl Files {
     }
 }
 
-/// Reads a file whole, refusing one above `MAX_FILE`. A missing file reads as empty: a scratch
-/// image with numeric ids need not have one, and a name then is simply not found.
-fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
-    let file = match std::fs::File::open(path) {
+/// `path` opened for reading, None if it does not exist. The open does not block (a FIFO with
+/// no writer, a device), and anything but a regular file is refused before a byte is read.
+fn open_regular(path: &Path) -> io::Result<Option<File>> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+    {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut text = Vec::new();
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(Some(file))
+}
+
+/// Reads a file whole, refusing one above `MAX_FILE`; None if there is none: a scratch image
+/// with numeric ids need not have one.
+fn read_bounded(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let Some(file) = open_regular(path)? else { return Ok(None) };
+    let too_large = || io::Error::new(io::ErrorKind::InvalidData, format!("larger than {MAX_FILE} bytes"));
+    let size = file.metadata()?.len();
+    if size > MAX_FILE {
+        return Err(too_large());
+    }
+    // The size known, the buffer is allocated once instead of doubled as it fills.
+    let mut text = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     file.take(MAX_FILE + 1).read_to_end(&mut text)?;
     if text.len() as u64 > MAX_FILE {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {MAX_FILE} bytes")));
+        return Err(too_large());
     }
-    Ok(text)
+    Ok(Some(text))
 }
 
-fn not_found(what: &str, who: &Who, file: &Path) -> Error {
-    Error::Setup {
-        what: format!("unknown {what} '{who}' for --user"),
-        source: io::Error::new(io::ErrorKind::NotFound, format!("no such entry in {}", file.display())),
-    }
+/// An entry that is not there: in a file that is (`exists`), or because there is no file.
+fn not_found(spec: &Spec, what: &str, who: &Who, file: &Path, exists: bool) -> Error {
+    let why = if exists {
+        format!("no such entry in {}", file.display())
+    } else {
+        format!("there is no {} to look the name up in (a numeric id needs none)", file.display())
+    };
+    Error::Setup { what: format!("unknown {what} '{who}' for {}", spec.from), source: io::Error::new(io::ErrorKind::NotFound, why) }
 }
 
-fn unreadable(file: &Path, source: io::Error) -> Error {
-    Error::Setup { what: format!("cannot read {} for --user", file.display()), source }
+fn unreadable(spec: &Spec, file: &Path, source: io::Error) -> Error {
+    Error::Setup { what: format!("cannot read {} for {}", file.display(), spec.from), source }
+}
+
+/// The entry's home as the app's HOME: `/` when it is not an absolute path, an error when no
+/// exec could carry it (a NUL, or longer than the kernel takes in one variable).
+fn home_of<'a>(spec: &Spec, entry: &PasswdEntry<'a>, file: &Path) -> Result<&'a str, Error> {
+    let why = if entry.home.contains('\0') {
+        "it holds a NUL byte".to_string()
+    } else if "HOME=".len() + entry.home.len() + 1 > MAX_VARIABLE {
+        format!("it is {} bytes, over the kernel's limit of {MAX_VARIABLE} for one variable", entry.home.len())
+    } else {
+        return Ok(Some(entry.home).filter(|h| h.starts_with('/')).unwrap_or("/"));
+    };
+    Err(Error::Setup {
+        what: format!("cannot give the app HOME from the home of '{}' in {} for {}", OneLine(entry.name), file.display(), spec.from),
+        source: io::Error::new(io::ErrorKind::InvalidData, why),
+    })
 }
 
 /// The credentials `spec` names, looked up in `files`. An unknown name, or a file that cannot be
-/// read, is lastcall's failure (exit 125), named with the file.
+/// read, is lastcall's failure (exit 125), named with the file and where the value came from.
 pub fn resolve(spec: &Spec, files: &Files) -> Result<Credentials, Error> {
-    let passwd = read_bounded(&files.passwd).map_err(|e| unreadable(&files.passwd, e))?;
+    let passwd = read_bounded(&files.passwd).map_err(|e| unreadable(spec, &files.passwd, e))?;
+    let passwd_text = passwd.as_deref().unwrap_or_default();
     let entry = match &spec.user {
         Who::Name(name) => Some(
-            parse_passwd(&passwd).find(|e| &e.name == name).ok_or_else(|| not_found("user", &spec.user, &files.passwd))?,
+            parse_passwd(passwd_text)
+                .find(|e| e.name == name)
+                .ok_or_else(|| not_found(spec, "user", &spec.user, &files.passwd, passwd.is_some()))?,
         ),
-        Who::Id(uid) => parse_passwd(&passwd).find(|e| e.uid == *uid),
+        Who::Id(uid) => parse_passwd(passwd_text).find(|e| e.uid == *uid),
+    };
+    let home = match &entry {
+        Some(e) => home_of(spec, e, &files.passwd)?,
+        None => "/",
     };
     let uid = match &spec.user {
         Who::Id(uid) => *uid,
@@ -231,25 +365,36 @@ pub fn resolve(spec: &Spec, files: &Files) -> Result<Credentials, Error> {
     // The group file is read only when something needs it.
     let by_name = matches!(spec.user, Who::Name(_));
     let needs_groups = by_name || matches!(spec.group, Some(Who::Name(_)));
-    let group_text = if needs_groups { read_bounded(&files.group).map_err(|e| unreadable(&files.group, e))? } else { Vec::new() };
+    let group = if needs_groups { read_bounded(&files.group).map_err(|e| unreadable(spec, &files.group, e))? } else { None };
+    let group_text = group.as_deref().unwrap_or_default();
     let gid = match &spec.group {
         Some(Who::Id(gid)) => *gid,
         Some(who @ Who::Name(name)) => {
-            parse_group(&group_text).find(|g| &g.name == name).ok_or_else(|| not_found("group", who, &files.group))?.gid
+            parse_group(group_text)
+                .find(|g| g.name == name)
+                .ok_or_else(|| not_found(spec, "group", who, &files.group, group.is_some()))?
+                .gid
         }
         None => entry.as_ref().map_or(0, |e| e.gid),
     };
-    let mut groups = vec![gid];
-    if let (true, Some(e)) = (by_name, &entry) {
-        // initgroups(name, gid): every group that lists the user as a member.
-        for g in parse_group(&group_text).filter(|g| g.members.iter().any(|m| m == &e.name)) {
-            if !groups.contains(&g.gid) {
-                groups.push(g.gid);
+    let groups = match (by_name, &entry) {
+        (true, Some(e)) => {
+            let (groups, over) = member_groups(group_text, e.name, gid, ngroups_max);
+            if over {
+                log::warn!(
+                    "user '{}' is a member of more than {} groups in {}: only the first {} are kept for {} (the kernel's NGROUPS_MAX)",
+                    OneLine(e.name),
+                    groups.len(),
+                    files.group.display(),
+                    groups.len(),
+                    spec.from
+                );
             }
+            groups
         }
-    }
-    let home = entry.as_ref().map(|e| e.home.as_str()).filter(|h| h.starts_with('/')).unwrap_or("/");
-    Ok(Credentials { uid, gid, groups, home: PathBuf::from(home), name: entry.map(|e| e.name) })
+        _ => vec![gid],
+    };
+    Ok(Credentials { uid, gid, groups, home: PathBuf::from(home), name: entry.map(|e| e.name.to_string()) })
 }
 
 #[cfg(test)]
@@ -262,11 +407,13 @@ mod tests {
 
     #[test]
     fn specs() {
-        assert_eq!(parse_spec("app"), Ok(Spec { user: name("app"), group: None }));
-        assert_eq!(parse_spec("app:web"), Ok(Spec { user: name("app"), group: Some(name("web")) }));
-        assert_eq!(parse_spec("1000:1000"), Ok(Spec { user: Who::Id(1000), group: Some(Who::Id(1000)) }));
-        assert_eq!(parse_spec("0"), Ok(Spec { user: Who::Id(0), group: None }));
-        assert_eq!(parse_spec("4294967294"), Ok(Spec { user: Who::Id(4294967294), group: None }));
+        let spec = |user, group| Ok(Spec { user, group, from: "--user" });
+        assert_eq!(parse_spec("app"), spec(name("app"), None));
+        assert_eq!(parse_spec("app:web"), spec(name("app"), Some(name("web"))));
+        assert_eq!(parse_spec("1000:1000"), spec(Who::Id(1000), Some(Who::Id(1000))));
+        assert_eq!(parse_spec("0"), spec(Who::Id(0), None));
+        assert_eq!(parse_spec("4294967294"), spec(Who::Id(4294967294), None));
+        assert_eq!(parse_spec("app").unwrap().given_by("LASTCALL_USER").from, "LASTCALL_USER");
         assert_eq!(parse_spec("1abc").unwrap().user, name("1abc"));
         for bad in ["", ":", "app:", ":web", "a:b:c", "4294967295", "4294967296", "99999999999999999999", "a b", "a\nb", "a,b", "../x", &"x".repeat(300)] {
             assert!(parse_spec(bad).is_err(), "{bad:?}");
@@ -309,7 +456,7 @@ mod tests {
 
     #[test]
     fn passwd_entries_hostile_lines_are_skipped() {
-        let names: Vec<String> = parse_passwd(PASSWD.as_bytes()).map(|e| e.name).collect();
+        let names: Vec<&str> = parse_passwd(PASSWD.as_bytes()).map(|e| e.name).collect();
         assert_eq!(names, ["root", "app", "app", "nohome", "relhome"]);
         let long = format!("{}:x:1:1::/:\n{}\nok:x:5:5::/ok:\n", "n".repeat(10_000), "y".repeat(1_000_000));
         assert_eq!(parse_passwd(long.as_bytes()).map(|e| e.name).collect::<Vec<_>>(), ["ok"]);
@@ -320,10 +467,10 @@ mod tests {
 
     #[test]
     fn group_entries() {
-        let groups: Vec<(String, u32, Vec<String>)> = parse_group(GROUP.as_bytes()).map(|g| (g.name, g.gid, g.members)).collect();
+        let groups: Vec<(&str, u32, Vec<&str>)> = parse_group(GROUP.as_bytes()).map(|g| (g.name, g.gid, g.members().collect())).collect();
         assert_eq!(groups.len(), 6);
-        assert_eq!(groups[2], ("web".into(), 2000, vec!["app".into(), "other".into()]));
-        assert_eq!(groups[5].2, vec!["app".to_string()]);
+        assert_eq!(groups[2], ("web", 2000, vec!["app", "other"]));
+        assert_eq!(groups[5].2, vec!["app"]);
         assert!(!groups.iter().any(|g| g.0 == "bad" || g.0 == "short"));
     }
 
@@ -368,11 +515,91 @@ mod tests {
     }
 
     #[test]
+    fn member_groups_are_linear_deduplicated_and_capped() {
+        let text = "a:x:5:u\nb:x:6:x,u\nc:x:5:u\nd:x:7:v\ne:x:1:u\n";
+        assert_eq!(member_groups(text.as_bytes(), "u", 1, || unreachable!("a short list needs no limit")), (vec![1, 5, 6], false));
+        // Many groups, each listed twice: each kept once, in the file's order, up to the limit.
+        let many: String = (0..3000u32).chain(0..3000).map(|g| format!("g{g}:x:{}:u\n", g + 10)).collect();
+        let (groups, over) = member_groups(many.as_bytes(), "u", 10, || 10_000);
+        assert_eq!((groups.len(), over, groups[..3].to_vec(), groups[2999]), (3000, false, vec![10, 11, 12], 3009));
+        let (groups, over) = member_groups(many.as_bytes(), "u", 7, || 100);
+        assert_eq!((groups.len(), over, groups[0], groups[99]), (100, true, 7, 108));
+        // Exactly at the limit is not over it.
+        let (groups, over) = member_groups(many.as_bytes(), "u", 10, || 3000);
+        assert_eq!((groups.len(), over), (3000, false));
+    }
+
+    #[test]
+    fn fields_are_scanned_not_collected() {
+        // A line of colons is not an entry, and neither is a line with one field too many.
+        let colons = format!("app:x:1:1::/h:{}\nok:x:2:2::/ok:\n", ":".repeat(100_000));
+        assert_eq!(parse_passwd(colons.as_bytes()).map(|e| e.name).collect::<Vec<_>>(), ["ok"]);
+        assert_eq!(parse_passwd(b"a:x:1:1::/:sh:extra\n").count(), 0);
+        assert_eq!(parse_group(b"g:x:1:a:b\ng:x:2:a\n").map(|g| g.gid).collect::<Vec<_>>(), [2]);
+        let members = format!("big:x:9:{}u\n", "m,".repeat(100_000));
+        let g = parse_group(members.as_bytes()).next().unwrap();
+        assert!(g.has_member("u") && g.has_member("m") && !g.has_member("") && !g.has_member("x"));
+    }
+
+    #[test]
+    fn a_home_no_exec_can_carry_is_an_error_naming_it() {
+        let dir = scratch("home");
+        let long = format!("/{}", "h".repeat(MAX_VARIABLE));
+        let fits = format!("/{}", "h".repeat(MAX_VARIABLE - "HOME=/".len() - 1));
+        let passwd = format!("nul:x:1:1::/a\0b:\nlong:x:2:2::{long}:\nfits:x:3:3::{fits}:\n");
+        std::fs::write(dir.join("passwd"), passwd).unwrap();
+        let f = Files { passwd: dir.join("passwd"), group: dir.join("none") };
+        for (spec, needle) in [("nul", "NUL byte"), ("1", "NUL byte"), ("long", "over the kernel's limit"), ("2:5", "over the kernel's limit")] {
+            let e = resolve(&parse_spec(spec).unwrap(), &f).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("HOME") && text.contains("passwd") && text.contains(needle) && text.contains("--user"), "{text}");
+            assert_eq!(e.exit_code(), 125);
+        }
+        assert_eq!(resolve(&parse_spec("fits").unwrap(), &f).unwrap().home.as_os_str().len(), fits.len());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn errors_name_where_the_value_came_from_and_a_missing_file() {
+        let dir = scratch("origin");
+        let f = files(&dir);
+        let var = |s: &str| parse_spec(s).unwrap().given_by("LASTCALL_USER");
+        let text = resolve(&var("nosuch"), &f).unwrap_err().to_string();
+        assert!(text.starts_with("unknown user 'nosuch' for LASTCALL_USER: no such entry in "), "{text}");
+        let text = resolve(&parse_spec("app:nosuch").unwrap(), &f).unwrap_err().to_string();
+        assert!(text.starts_with("unknown group 'nosuch' for --user: no such entry in "), "{text}");
+        let none = Files { passwd: dir.join("none"), group: dir.join("none2") };
+        let text = resolve(&var("app"), &none).unwrap_err().to_string();
+        assert!(text.contains("for LASTCALL_USER: there is no ") && !text.contains("no such entry"), "{text}");
+        let text = resolve(&parse_spec("1:web").unwrap(), &none).unwrap_err().to_string();
+        assert!(text.contains("unknown group 'web' for --user: there is no ") && text.contains("none2"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_regular_files_are_read_and_a_fifo_does_not_block() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        for f in [Files { passwd: fifo.clone(), group: dir.join("none") }, Files { passwd: dir.join("none"), group: fifo.clone() }] {
+            let e = resolve(&parse_spec("1000:web").unwrap().given_by("LASTCALL_USER"), &f).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("cannot read") && text.contains("fifo for LASTCALL_USER: not a regular file"), "{text}");
+            assert_eq!(e.exit_code(), 125);
+        }
+        let e = resolve(&parse_spec("1000").unwrap(), &Files { passwd: dir.clone(), group: dir.clone() }).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn environment() {
         let c = Credentials { uid: 1, gid: 1, groups: vec![1], home: "/home/app".into(), name: Some("app".into()) };
         let env = c.env(|v| v == "USER");
         assert_eq!(env, vec![("HOME".into(), "/home/app".into()), ("LOGNAME".into(), "app".into())]);
         let anon = Credentials { name: None, home: "/".into(), ..c };
         assert_eq!(anon.env(|_| false), vec![("HOME".into(), "/".into())]);
+        let empty = Credentials { home: PathBuf::new(), ..anon };
+        assert_eq!(empty.env(|_| false), vec![("HOME".into(), "/".into())]);
     }
 }

@@ -430,7 +430,8 @@ where
     let ready_file = value(&line, &env, Id::ReadyFile, parse_ready_file)?;
     let health_listen = value(&line, &env, Id::HealthListen, parse_listen_addr)?;
     // Under a peer's name there is no such flag: only LASTCALL_USER.
-    let user = value(&line, &env, Id::User, crate::user::parse_spec)?;
+    let user = value(&line, &env, Id::User, crate::user::parse_spec)?
+        .map(|s| s.given_by(if line.last(Id::User).is_some() { "--user" } else { "LASTCALL_USER" }));
     let no_new_privs = switch(&line, &env, Id::NoNewPrivs, &[], |_| Ok(false))?;
 
     // Each mode from the most specific source down: a flag, lastcall's variable, the peer's

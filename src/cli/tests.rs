@@ -644,10 +644,10 @@ fn stepping_aside_keeps_only_forwarding_and_reaping() {
 fn user_options() {
     use crate::user::{Spec, Who};
     let c = config(&["--user", "app:web", "--no-new-privs", "app"], &[]);
-    assert_eq!(c.user, Some(Spec { user: Who::Name("app".into()), group: Some(Who::Name("web".into())) }));
+    assert_eq!(c.user, Some(Spec { user: Who::Name("app".into()), group: Some(Who::Name("web".into())), from: "--user" }));
     assert!(c.no_new_privs);
     let c = config(&["app"], &[("LASTCALL_USER", "1000:1000"), ("LASTCALL_NO_NEW_PRIVS", "1")]);
-    assert_eq!(c.user, Some(Spec { user: Who::Id(1000), group: Some(Who::Id(1000)) }));
+    assert_eq!(c.user, Some(Spec { user: Who::Id(1000), group: Some(Who::Id(1000)), from: "LASTCALL_USER" }));
     assert!(c.no_new_privs);
     assert_eq!((config(&["app"], &[]).user, config(&["app"], &[]).no_new_privs), (None, false));
     for bad in ["", "app:", ":web", "a:b:c", "4294967295", "99999999999", "a b"] {
