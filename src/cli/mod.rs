@@ -40,14 +40,12 @@ pub enum Parsed {
     Print(String),
 }
 
-pub const USAGE_LINE: &str = "Usage: lastcall [OPTIONS] [--] COMMAND [ARGS]...  |  lastcall probe ready|live|http://HOST:PORT/PATH|tcp://HOST:PORT [OPTIONS]";
-pub const HINT_LINE: &str = "Try 'lastcall --help' for more information.";
-
-/// What a usage error prints on stderr: the error and how to get help, in the words of the name
-/// lastcall runs under (`tini: ...`, "Try 'tini -h'").
+/// What a usage error prints on stderr. Under lastcall's own names, one line that names what was
+/// wrong: in `docker logs` a usage footer is noise, and `--help` is one word away. Under a peer's
+/// name, the peer's way: the error, its usage line and how to get help ("Try 'tini -h'").
 pub fn usage_error_text(personality: &Personality, error: &Error) -> String {
     match personality.peer_help {
-        None => format!("lastcall: {error}\n{USAGE_LINE}\n{HINT_LINE}\n"),
+        None => format!("lastcall: {error}\n"),
         Some(help) => {
             let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap_or_default();
             format!("{}: {error}\n{usage}\nTry '{} -h' for more information.\n", personality.name, personality.name)
@@ -161,7 +159,13 @@ fn split_command_line(
                     _ => None,
                 }
             };
-            let opt = exact.or_else(prefixed).ok_or_else(|| Error::Usage(format!("unknown option '--{name}'")))?;
+            let opt = exact.or_else(prefixed).ok_or_else(|| {
+                let spellings = options.iter().filter(spelled).map(|o| o.long);
+                Error::Usage(match closest(name, spellings) {
+                    Some(meant) => format!("unknown option '--{name}'; did you mean --{meant}?"),
+                    None => format!("unknown option '--{name}'"),
+                })
+            })?;
             let name = opt.long;
             let value = match (opt.value, inline) {
                 (None, None) => None,
@@ -252,8 +256,8 @@ where
 }
 
 /// `parse`, also given the names of every variable in the environment, so that a misspelt
-/// `LASTCALL_*` one is warned about (or, with LASTCALL_STRICT=1, refused) instead of silently
-/// turning a feature off.
+/// `LASTCALL_*` one (a wrong letter, a wrong prefix, lower case, one lastcall only writes) is
+/// warned about (or, with LASTCALL_STRICT=1, refused) instead of silently turning a feature off.
 pub fn parse_all<I, F, N>(args: I, env: F, names: N) -> Result<Parsed, Error>
 where
     I: IntoIterator<Item = OsString>,
@@ -274,8 +278,9 @@ where
 /// The prefixes of the variables that set options (lastcall's own, and the peers').
 const OPTION_PREFIXES: [&[u8]; 4] = [b"LASTCALL_", b"TINI_", b"DUMB_INIT_", b"POSIXLY_CORRECT"];
 
-/// The variables of lastcall's environment that set options, copied in one pass over it: the
-/// options are a few dozen lookups, and each getenv() would scan the whole environment again.
+/// The variables of lastcall's environment that set options, and those named nearly like
+/// lastcall's (for the check of misspelt ones), copied in one pass over it: the options are a few
+/// dozen lookups, and each getenv() would scan the whole environment again.
 pub struct OptionVariables(Vec<(OsString, OsString)>);
 
 impl OptionVariables {
@@ -284,7 +289,7 @@ impl OptionVariables {
             entries
                 .map(|entry| entry.to_bytes())
                 // A prefix of the entry is one of its name: no prefix holds a '='.
-                .filter(|entry| is_option_variable(entry))
+                .filter(|entry| is_option_variable(entry) || named_like_lastcall(entry))
                 .filter_map(|entry| {
                     let (name, value) = entry.split_at(entry.iter().position(|&b| b == b'=')?);
                     Some((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(&value[1..]).to_owned()))
@@ -312,16 +317,26 @@ fn is_option_variable(name: &[u8]) -> bool {
 }
 
 const STRICT_ENV: &str = "LASTCALL_STRICT";
+const OWN_PREFIX: &[u8] = b"LASTCALL_";
+/// How many edits away from `LASTCALL_` a name's start may be and still be taken for a typo of
+/// it (`LASTCAL_`, `LAST_CALL_`, `lastcall_`, `LASTCALL` run into the next word).
+const PREFIX_EDITS: usize = 2;
 
-/// `LASTCALL_*` names that are no option's: the strict switch, the log level, what lastcall puts
-/// in the app's environment (which a nested lastcall finds in its own), and what its build and
-/// tests read.
-const OTHER_VARIABLES: &[&str] = &[
-    STRICT_ENV,
-    LOG_ENV,
-    "LASTCALL_PRE_STOP_MS",
-    "LASTCALL_GRACE_MS",
-    "LASTCALL_CLOCK_ZERO_NS",
+/// `LASTCALL_*` names that are no option's and that a user may set: the strict switch and the
+/// log level.
+const OTHER_SETTABLE: &[&str] = &[STRICT_ENV, LOG_ENV];
+
+/// What lastcall writes into the app's environment and never reads, with the variable to set
+/// instead. A nested lastcall finds all three in its own environment; one set by hand does
+/// nothing.
+const OUTPUT_ONLY: [(&str, Option<&str>); 3] = [
+    ("LASTCALL_PRE_STOP_MS", Some("LASTCALL_PRE_STOP")),
+    ("LASTCALL_GRACE_MS", Some("LASTCALL_GRACE")),
+    ("LASTCALL_CLOCK_ZERO_NS", None),
+];
+
+/// `LASTCALL_*` names that lastcall's build and tests read: never suggested, never warned about.
+const BUILD_VARIABLES: &[&str] = &[
     "LASTCALL_GIT_COMMIT",
     // cargo puts build.rs's rustc-env in the environment of `cargo run` and `cargo test` too.
     "LASTCALL_BUILD_TARGET",
@@ -329,48 +344,173 @@ const OTHER_VARIABLES: &[&str] = &[
     "LASTCALL_ARCHES",
 ];
 
-fn known_variables() -> impl Iterator<Item = &'static str> {
-    OPTIONS.iter().filter_map(|o| o.env).chain(OTHER_VARIABLES.iter().copied())
+/// The names a user may set: what a misspelt one is compared with.
+fn settable_variables() -> impl Iterator<Item = &'static str> {
+    OPTIONS.iter().filter_map(|o| o.env).chain(OTHER_SETTABLE.iter().copied())
 }
 
-/// One warning per `LASTCALL_*` name that lastcall does not read, with the closest one it does.
+fn known_variables() -> impl Iterator<Item = &'static str> {
+    settable_variables().chain(OUTPUT_ONLY.iter().map(|(name, _)| *name)).chain(BUILD_VARIABLES.iter().copied())
+}
+
+/// At most this many warnings about names, then one line that counts the rest: an environment
+/// of thousands of them must not hold the app's start.
+const MAX_NAME_WARNINGS: usize = 8;
+/// At most this many names are compared with every known one (the costly part); a name whose
+/// start is only near `LASTCALL_` may well be the app's and need not end in a warning.
+const MAX_NAME_CHECKS: usize = 4 * MAX_NAME_WARNINGS;
+
+/// Whether the start of `name` (or of a `NAME=value` entry) is `LASTCALL_` or a few edits from
+/// it, in any letter case. Cheap: a fixed number of bytes, on the stack.
+fn named_like_lastcall(name: &[u8]) -> bool {
+    if name.starts_with(OWN_PREFIX) {
+        return true;
+    }
+    let start = &name[..name.len().min(OWN_PREFIX.len() + PREFIX_EDITS)];
+    let start = start.split(|&b| b == b'=').next().unwrap_or_default();
+    // An edit takes at most one of the prefix's nine characters away, so a start that holds fewer
+    // than seven of them is too far: most names are turned away here, without the table.
+    let mut left = [3u8, 2, 1, 1, 1, 1];
+    let mut found = 0;
+    for c in start {
+        let at = match c.to_ascii_uppercase() {
+            b'L' => 0,
+            b'A' => 1,
+            b'S' => 2,
+            b'T' => 3,
+            b'C' => 4,
+            b'_' => 5,
+            _ => continue,
+        };
+        if left[at] > 0 {
+            left[at] -= 1;
+            found += 1;
+        }
+    }
+    found + PREFIX_EDITS >= OWN_PREFIX.len() && distances(OWN_PREFIX, start).1 <= PREFIX_EDITS
+}
+
+/// One warning per name that lastcall does not read but that is named like its own (a
+/// misspelt prefix, the wrong letter case), with the closest one it does read, and one per
+/// output-only variable set by hand. Sorted, without repeats; past `MAX_NAME_WARNINGS`, one line
+/// counts the names not checked.
 fn unknown_variables(names: impl IntoIterator<Item = OsString>) -> Vec<String> {
     let mut warnings = Vec::new();
-    for name in names {
-        let name = name.to_string_lossy();
-        if !name.starts_with("LASTCALL_") || known_variables().any(|k| k == name) {
-            continue;
-        }
-        let closest = known_variables().map(|k| (edit_distance(&name, k), k)).min();
-        let text = match closest {
-            Some((d, k)) if d <= 3 => format!("{}: not a lastcall variable; did you mean {k}?", OneLine(&name)),
-            _ => format!("{}: not a lastcall variable (lastcall --help lists them)", OneLine(&name)),
-        };
-        // Kept sorted and without repeats as they come: a few lines, and no sort's code.
+    let (mut checked, mut skipped) = (0usize, 0usize);
+    let mut output_only = [false; OUTPUT_ONLY.len()];
+    // Kept sorted and without repeats as they come: a few lines, and no sort's code.
+    fn add(warnings: &mut Vec<String>, text: String) {
         if let Err(at) = warnings.binary_search(&text) {
             warnings.insert(at, text);
         }
     }
+    for name in names {
+        let bytes = name.as_bytes();
+        if !named_like_lastcall(bytes) {
+            continue;
+        }
+        if let Some(at) = OUTPUT_ONLY.iter().position(|(known, _)| known.as_bytes() == bytes) {
+            output_only[at] = true;
+            continue;
+        }
+        if known_variables().any(|known| known.as_bytes() == bytes) {
+            continue;
+        }
+        if warnings.len() >= MAX_NAME_WARNINGS || checked >= MAX_NAME_CHECKS {
+            skipped = skipped.saturating_add(1);
+            continue;
+        }
+        checked += 1;
+        if let Some(text) = misspelt(&name.to_string_lossy()) {
+            add(&mut warnings, text);
+        }
+    }
+    // An outer lastcall writes all three for its app: fewer were set by hand.
+    if output_only.contains(&false) {
+        for ((name, instead), _) in OUTPUT_ONLY.iter().zip(output_only).filter(|(_, set)| *set) {
+            let instead = match instead {
+                Some(instead) => format!("; set {instead} instead"),
+                None => String::new(),
+            };
+            add(&mut warnings, format!("{name}: output only: lastcall sets it for the app and does not read it{instead}"));
+        }
+    }
+    if skipped > 0 {
+        warnings.push(format!("{skipped} more variables named like lastcall's were not checked"));
+    }
     warnings
 }
 
-/// Levenshtein distance, on bytes (variable names are ASCII); long names are not compared.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() > 64 || b.len() > 64 {
-        return usize::MAX;
+/// The warning for `name`, not one lastcall reads, if it is one: with the settable name it is
+/// closest to (a few edits away, or that name with something after it), else, when it starts
+/// with `LASTCALL_` exactly, a pointer to the list. A name that is only nearly `LASTCALL_*` and
+/// close to none is taken for the app's own.
+fn misspelt(name: &str) -> Option<String> {
+    let own = name.as_bytes().starts_with(OWN_PREFIX);
+    let closest = settable_variables().map(|known| (score(known, name), known)).min();
+    let limit = if own { 3 } else { 2 };
+    match closest {
+        Some((_, known)) if name.eq_ignore_ascii_case(known) => {
+            Some(format!("{}: not a lastcall variable (names are upper case); did you mean {known}?", OneLine(name)))
+        }
+        Some(((score, _), known)) if score <= limit => Some(format!("{}: not a lastcall variable; did you mean {known}?", OneLine(name))),
+        _ if own => Some(format!("{}: not a lastcall variable (lastcall --help lists them)", OneLine(name))),
+        _ => None,
     }
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, &x) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &y) in b.iter().enumerate() {
-            let next = (diagonal + usize::from(x != y)).min(row[j] + 1).min(row[j + 1] + 1);
-            diagonal = row[j + 1];
-            row[j + 1] = next;
+}
+
+/// The closest of `candidates` to `typed`, if it is close enough to be what was meant: a few
+/// edits away, or it with something after it (`grace-period` for `grace`).
+fn closest<'c>(typed: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
+    let ((score, _), best) = candidates.map(|c| (score(c, typed), c)).min()?;
+    // Short words are a few edits from anything.
+    (score <= 2 && score.saturating_mul(3) <= typed.len()).then_some(best)
+}
+
+/// How good a guess `known` is for `typed`, lower is better: the edits between the two, or
+/// one more than those between `known` and `typed`'s first words, when those are at most one;
+/// then the edits between the two as a tie-break.
+fn score(known: &str, typed: &str) -> (usize, usize) {
+    let (whole, _, prefix) = distances(known.as_bytes(), typed.as_bytes());
+    let by_prefix = if prefix <= 1 { prefix + 1 } else { usize::MAX };
+    (whole.min(by_prefix), whole)
+}
+
+/// How far `typed` is from `known`, ASCII letter case aside: the optimal string alignment
+/// distance (Levenshtein's, with two neighbours swapped as one edit); the least distance from
+/// `known` to a prefix of `typed`; and the same for prefixes that end a word (`LASTCALL_GRACE`
+/// is 0 from `LASTCALL_GRACE_PERIOD`, `grace` from `grace-period`).
+/// Rows on the stack, no allocation; past 64 bytes only the start is compared, and the whole
+/// is taken as far from anything.
+fn distances(known: &[u8], typed: &[u8]) -> (usize, usize, usize) {
+    const MAX: usize = 64;
+    let (a, b) = (&known[..known.len().min(MAX)], &typed[..typed.len().min(MAX)]);
+    let cut = a.len() < known.len() || b.len() < typed.len();
+    let same = |x: u8, y: u8| x.eq_ignore_ascii_case(&y);
+    let at = |n: usize| u8::try_from(n).unwrap_or(u8::MAX);
+    // Three rows of the table (the one before the last too, for a swap), each cell at most 128.
+    let mut rows = [[0u8; MAX + 1]; 3];
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = at(j);
+    }
+    for i in 1..=a.len() {
+        let (row, up, up2) = (i % 3, (i + 2) % 3, (i + 1) % 3);
+        rows[row][0] = at(i);
+        for j in 1..=b.len() {
+            let mut d = (rows[up][j - 1] + u8::from(!same(a[i - 1], b[j - 1])))
+                .min(rows[up][j] + 1)
+                .min(rows[row][j - 1] + 1);
+            if i > 1 && j > 1 && same(a[i - 1], b[j - 2]) && same(a[i - 2], b[j - 1]) {
+                d = d.min(rows[up2][j - 2] + 1);
+            }
+            rows[row][j] = d;
         }
     }
-    row[b.len()]
+    let last = &rows[a.len() % 3][..=b.len()];
+    let whole = if cut { usize::MAX } else { usize::from(last[b.len()]) };
+    let ends_word = |j: usize| b.get(j).is_none_or(|c| matches!(c, b'_' | b'-'));
+    let least = |j: &mut dyn Iterator<Item = usize>| usize::from(j.map(|j| last[j]).min().unwrap_or(u8::MAX));
+    (whole, least(&mut (0..=b.len())), least(&mut (0..=b.len()).filter(|&j| ends_word(j))))
 }
 
 fn parse_args<I, F>(args: I, env: F) -> Result<Parsed, Error>

@@ -612,7 +612,100 @@ fn help_and_errors_under_a_peers_name_are_the_peers() {
     assert_eq!(text, "tini: unknown option '-c'\nUsage: tini [OPTIONS] PROGRAM -- [ARGS] | --version\nTry 'tini -h' for more information.\n");
     assert!(usage_error_text(&DUMB_INIT, &e).starts_with("dumb-init: unknown option"));
     assert!(!usage_error_text(&DUMB_INIT, &e).contains("lastcall --help"));
-    assert!(usage_error_text(&LASTCALL, &e).contains("Try 'lastcall --help'"));
+    assert_eq!(usage_error_text(&LASTCALL, &e), "lastcall: unknown option '-c'\n", "one line under lastcall's own name");
+}
+
+#[test]
+fn typos_of_names_are_caught_with_a_suggestion() {
+    let warnings = |env: &[(&str, &str)]| match run_named(&["app"], env) {
+        Ok(Parsed::Run(c)) => c.warnings,
+        other => panic!("{other:?}"),
+    };
+    for (name, meant) in [
+        ("LASTCAL_PRE_STOP", "LASTCALL_PRE_STOP"),
+        ("LAST_CALL_GRACE", "LASTCALL_GRACE"),
+        ("LASTCALLGRACE", "LASTCALL_GRACE"),
+        ("LATSCALL_GRACE", "LASTCALL_GRACE"),
+        ("LASTCALL_GRACE_PERIOD", "LASTCALL_GRACE"),
+        ("LASTCALL_HEALTH_LISTEN_ADDR", "LASTCALL_HEALTH_LISTEN"),
+        ("lastcall_grace_period", "LASTCALL_GRACE"),
+        ("LASTCALL_PERSTOP", "LASTCALL_PRE_STOP"),
+    ] {
+        assert_eq!(warnings(&[(name, "1")]), [format!("{name}: not a lastcall variable; did you mean {meant}?")], "{name}");
+    }
+    assert_eq!(
+        warnings(&[("lastcall_pre_stop", "2s")]),
+        ["lastcall_pre_stop: not a lastcall variable (names are upper case); did you mean LASTCALL_PRE_STOP?"]
+    );
+    // What lastcall writes for the app, set by hand: said so, with what to set instead.
+    assert_eq!(
+        warnings(&[("LASTCALL_PRE_STOP_MS", "2000")]),
+        ["LASTCALL_PRE_STOP_MS: output only: lastcall sets it for the app and does not read it; set LASTCALL_PRE_STOP instead"]
+    );
+    assert_eq!(warnings(&[("LASTCALL_GRACE_MS", "1"), ("LASTCALL_CLOCK_ZERO_NS", "1")]).len(), 2);
+    // All three: an outer lastcall wrote them for its app, which is this one.
+    assert!(warnings(&[("LASTCALL_PRE_STOP_MS", "0"), ("LASTCALL_GRACE_MS", "8000"), ("LASTCALL_CLOCK_ZERO_NS", "1")]).is_empty());
+    // The app's own variables, the peers' and the build's are nobody's typos.
+    let theirs = [
+        "PATH", "HOME", "LC_ALL", "LASTCALL", "LASTCAST_URL", "FASTCALL_MODE", "CALL_STATS_URL", "LAST_CALL_AT", "lastcall_db",
+        "TINI_SUBREAPER", "TINI_KILL_PROCESS_GROUP", "TINI_VERBOSITY", "DUMB_INIT_SETSID", "DUMB_INIT_DEBUG", "LASTCALL_BUILD_TARGET",
+    ];
+    let env: Vec<(&str, &str)> = theirs.iter().map(|n| (*n, "1")).collect();
+    assert_eq!(warnings(&env), Vec::<String>::new());
+    for peer in ["tini", "dumb-init"] {
+        match run_as(peer, &["app"], &[("TINI_SUBREAPER", ""), ("DUMB_INIT_SETSID", "0")]) {
+            Ok(Parsed::Run(c)) => assert!(c.warnings.is_empty(), "{peer}: {:?}", c.warnings),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn thousands_of_unknown_names_give_a_few_lines() {
+    let names: Vec<String> = (0..5000).map(|i| format!("LASTCALL_X{i}")).collect();
+    let env: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "")).collect();
+    let warnings = match run_named(&["app"], &env) {
+        Ok(Parsed::Run(c)) => c.warnings,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(warnings.len(), MAX_NAME_WARNINGS + 1, "{warnings:?}");
+    assert_eq!(warnings.last().unwrap(), &format!("{} more variables named like lastcall's were not checked", 5000 - MAX_NAME_WARNINGS));
+    // So do names that are only near lastcall's: at most a few are compared with every known one.
+    let names: Vec<String> = (0..5000).map(|i| format!("LASTCAL_{i}")).collect();
+    let env: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "")).collect();
+    let warnings = match run_named(&["app"], &env) {
+        Ok(Parsed::Run(c)) => c.warnings,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(warnings, [format!("{} more variables named like lastcall's were not checked", 5000 - MAX_NAME_CHECKS)]);
+}
+
+#[test]
+fn an_unknown_flag_gets_a_suggestion() {
+    for (flag, meant) in [("--prestop", "--pre-stop"), ("--grace-period=1s", "--grace"), ("--helth-listen", "--health-listen"), ("--singel-child", "--single-child")] {
+        let msg = usage_error(&[flag, "app"], &[]);
+        let name = flag.split('=').next().unwrap();
+        assert_eq!(msg, format!("unknown option '{name}'; did you mean {meant}?"));
+    }
+    for flag in ["--frobnicate", "--x", "--pr"] {
+        assert_eq!(usage_error(&[flag, "app"], &[]), format!("unknown option '{flag}'"));
+    }
+    // Only the spellings the name has: tini has no --pre-stop to suggest.
+    assert!(matches!(run_as("tini", &["--prestop", "app"], &[]), Err(Error::Usage(m)) if m == "unknown option '--prestop'"));
+}
+
+#[test]
+fn distances_count_edits_swaps_and_leading_words() {
+    assert_eq!(distances(b"LASTCALL_GRACE", b"LASTCALL_GRACE"), (0, 0, 0));
+    assert_eq!(distances(b"LASTCALL_GRACE", b"lastcall_grace").0, 0, "letter case aside");
+    assert_eq!(distances(b"LASTCALL_GRACE", b"LASTCALL_GRCAE").0, 1, "a swap is one edit");
+    assert_eq!(distances(b"LASTCALL_GRACE", b"LASTCALL_GRACE_PERIOD"), (7, 0, 0));
+    assert_eq!(distances(b"LASTCALL_GRACE", b"LASTCALL_GRACEFUL").2, 3, "a leading word ends at _ or -");
+    assert_eq!(distances(b"LASTCALL_", b"LASTCAL_PRE").1, 1);
+    let long = [b'A'; 200];
+    assert_eq!(distances(b"LASTCALL_", &long).0, usize::MAX, "past 64 bytes, far from anything");
+    assert!(named_like_lastcall(b"LASTCAL_X=1") && named_like_lastcall(b"lastcall_x") && named_like_lastcall(b"LAST_CALL_X"));
+    assert!(!named_like_lastcall(b"PATH=/bin") && !named_like_lastcall(b"LC_ALL=C") && !named_like_lastcall(b"L=LASTCALL_"));
 }
 
 #[test]
