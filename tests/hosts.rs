@@ -44,6 +44,7 @@ const CASES: &[&[Case]] = &[
     docker::probes::CASES,
     docker::terminal::CASES,
     docker::apps::CASES,
+    docker::packages::CASES,
     others::CASES,
     systemd::CASES,
 ];

@@ -29,6 +29,7 @@ pub use crate::config::{Config, ProbeConfig, ProbeTarget, Subreaper, HEALTH_PROB
 pub use crate::values::{parse_duration, MAX_DURATION};
 use crate::values::*;
 
+pub mod man;
 mod options;
 use options::{help_text, license, opt, Id, Opt, OPTIONS};
 

@@ -229,7 +229,7 @@ pub(super) const OPTIONS: &[Opt] = &[
 ];
 
 /// Options of `lastcall probe` only.
-const PROBE_OPTIONS: &[Opt] = &[Opt {
+pub(super) const PROBE_OPTIONS: &[Opt] = &[Opt {
     id: Id::ProbeTimeout,
     long: "timeout",
     shorts: &[],
@@ -238,7 +238,7 @@ const PROBE_OPTIONS: &[Opt] = &[Opt {
     help: "give up after this long [default: 1s; ready|live: 2s]",
 }];
 
-const ABOUT: &str = "lastcall: a tiny init for containers. It runs COMMAND in its own process group,
+pub(super) const ABOUT: &str = "lastcall: a tiny init for containers. It runs COMMAND in its own process group,
 forwards signals to that group, reaps zombies, and on TERM, INT or QUIT shuts down in
 order: unready, pre-stop, stop signal, grace, SIGKILL. It exits with COMMAND's status.";
 

@@ -6,6 +6,8 @@
 pub(crate) mod apps;
 #[path = "docker/lifecycle.rs"]
 pub(crate) mod lifecycle;
+#[path = "docker/packages.rs"]
+pub(crate) mod packages;
 #[path = "docker/probes.rs"]
 pub(crate) mod probes;
 #[path = "docker/terminal.rs"]
