@@ -14,6 +14,7 @@ pub(crate) const CASES: &[Case] = cases![
     docker_exit_codes,
     docker_orphans_are_reaped,
     docker_oom_kill_is_named_in_both_log_formats,
+    docker_init_in_front_of_lastcall_leaves_the_user_switch_to_the_inner_one,
 ];
 
 fn docker_info_reads_lastcalls_version(hosts: &mut Hosts) {
@@ -227,4 +228,30 @@ fn docker_oom_kill_is_named_in_both_log_formats(hosts: &mut Hosts) {
     assert_eq!(status, 200);
     assert!(metrics.lines().any(|l| l == "lastcall_oom_kills_total 1"), "{metrics}");
     assert!(c.running(), "the app lives on");
+}
+
+/// `docker run --init` in front of a lastcall ENTRYPOINT, with LASTCALL_USER and a ready file in a
+/// root-owned directory: the inner lastcall, which creates the file and does the grace and the
+/// SIGKILL, stays root; only the app runs as the user, and cannot signal the inner one.
+fn docker_init_in_front_of_lastcall_leaves_the_user_switch_to_the_inner_one(hosts: &mut Hosts) {
+    let docker = hosts.docker();
+    docker.build("lc-entry-ready", "FROM lc-entry\nRUN mkdir -m 0755 /r\n", &[]);
+    let app = "echo app uid $(id -u); echo app ready; trap 'echo app got TERM; exit 0' TERM; while :; do sleep 1 & wait $!; done";
+    let c = docker.run(&["--init", "--network", "none", "-e", "LASTCALL_USER=1000", "-e", "LASTCALL_READY_FILE=/r/ready", "lc-entry-ready", "sh", "-c", app]);
+    c.wait_log("app ready", 20 * SEC);
+    let log = c.logs(false);
+    assert!(log.contains("app uid 1000"), "{log}");
+    assert!(docker.output(&["exec", &c.name, "test", "-f", "/r/ready"]).status.success(), "no ready file:\n{log}");
+    // The app's uid cannot signal the inner lastcall (the outer's child, pid 2 or so).
+    let inner = docker.ok(&["exec", &c.name, "sh", "-c", "grep -l '^PPid:[[:space:]]*1$' /proc/[0-9]*/status | head -1 | cut -d/ -f3"]);
+    let inner = inner.trim();
+    assert!(!inner.is_empty(), "no child of pid 1:\n{log}");
+    let uid = docker.ok(&["exec", &c.name, "sh", "-c", &format!("grep '^Uid:' /proc/{inner}/status")]);
+    assert!(uid.split_whitespace().nth(1) == Some("0"), "the inner lastcall runs as {uid}:\n{log}");
+    let kill = docker.output(&["exec", "-u", "1000", &c.name, "kill", "-0", inner]);
+    assert!(!kill.status.success(), "the app's uid can signal the inner lastcall");
+    c.stop(None);
+    let log = c.logs(false);
+    assert_eq!(c.exit_code(), 0, "{log}");
+    assert!(!log.contains("cannot create the ready file") && log.contains("app got TERM"), "{log}");
 }
