@@ -6,12 +6,15 @@
 //!
 //! May import: error, procfs, signals, sys.
 
-use std::ffi::{CString, OsString};
-use std::os::fd::RawFd;
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
-use log::debug;
+use log::{debug, warn};
+use nix::fcntl::OFlag;
 use nix::sys::signal::SigSet;
+use nix::sys::stat::Mode;
 use nix::unistd::{getpgrp, getpid, getsid, Pid};
 
 use crate::error::{Error, OneLine};
@@ -31,6 +34,11 @@ pub struct Launch<'a> {
     pub no_new_privs: bool,
     /// The child's own exit status if its start fails, from the personality.
     pub exits: sys::ChildExitCodes,
+    /// The directory the app starts in, which lastcall has left (`leave_cwd`), if it has.
+    pub cwd: Option<BorrowedFd<'a>>,
+    /// A script without `#!` runs through /bin/sh, as under glibc's execvp (the personality's
+    /// `scripts_through_sh`).
+    pub scripts_through_sh: bool,
 }
 
 pub struct Started {
@@ -58,9 +66,37 @@ pub fn spawn(launch: &Launch) -> Result<Started, Error> {
         early_signals = hand_over_terminal();
     }
     let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, &renamed, *launch.mask)
-        .run_as(switch_needed(launch.ids.as_ref()), launch.no_new_privs);
+        .run_as(switch_needed(launch.ids.as_ref()), launch.no_new_privs)
+        .exec_in(launch.cwd.map(|fd| fd.as_raw_fd()), launch.scripts_through_sh);
     let pid = Pid::from_raw(sys::spawn(&mut plan, &launch.exits).map_err(|failure| start_error(program, failure))?);
     Ok(Started { pid, early_signals })
+}
+
+/// Leaves the working directory for `/` before the app starts, so that lastcall keeps no mount
+/// busy and the app never sees lastcall's directory change under it (dumb-init's suite reads it
+/// as soon as the app starts). Returns the directory, held close-on-exec, for the child to go
+/// back to before exec (`Launch::cwd`), so that the app starts exactly where it would have, and
+/// inherits no fd for it. None when it cannot be held (a directory lastcall may not search):
+/// then lastcall has not moved, and leaves once the app has started (`leave_cwd_late`).
+pub fn leave_cwd() -> Option<OwnedFd> {
+    let here = match nix::fcntl::open(".", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(e) => {
+            debug!("cannot hold the working directory ({e}): leaving it once the app has started");
+            return None;
+        }
+    };
+    if let Err(e) = nix::unistd::chdir("/") {
+        warn!("cannot change directory to /: {e}");
+    }
+    Some(here)
+}
+
+/// `leave_cwd`'s fallback, once the app has its directory.
+pub fn leave_cwd_late() {
+    if let Err(e) = nix::unistd::chdir("/") {
+        warn!("cannot change directory to /: {e}");
+    }
 }
 
 /// The ids to switch to, unless lastcall, not root, already runs as that user and group (the
@@ -90,8 +126,17 @@ fn start_error(program: &OsString, failure: StartFailure) -> Error {
         StartFailure::Setup(what, source) => {
             Error::Setup { what: format!("{what} '{}'", OneLine(&program.to_string_lossy())), source }
         }
-        StartFailure::Exec(source) => Error::Exec { command: program.clone(), source },
+        StartFailure::Exec(source) => {
+            let directory = source.raw_os_error() == Some(libc::EACCES) && names_a_directory(program);
+            Error::Exec { command: program.clone(), source, directory }
+        }
     }
+}
+
+/// Whether exec's EACCES for `program` is a directory's (`lastcall -- /etc`), which is said as
+/// such. Only a path: a bare name's EACCES may have come from any of PATH's entries.
+fn names_a_directory(program: &OsStr) -> bool {
+    program.as_bytes().contains(&b'/') && std::fs::metadata(Path::new(program)).is_ok_and(|m| m.is_dir())
 }
 
 /// dumb-init's hand-over: a terminal belongs to one session, so when lastcall leads the session
@@ -191,6 +236,11 @@ mod tests {
         let exec = |errno| start_error(&program, StartFailure::Exec(io::Error::from_raw_os_error(errno))).exit_code();
         assert_eq!(exec(libc::ENOENT), 127);
         assert_eq!(exec(libc::EACCES), 126);
+        let dir = |program: &str| start_error(&program.into(), StartFailure::Exec(io::Error::from_raw_os_error(libc::EACCES)));
+        assert_eq!(dir("/").to_string(), "cannot run '/': is a directory");
+        assert_eq!(dir("/").exit_code(), 126);
+        assert_eq!(dir("./Cargo.toml").to_string(), "cannot run './Cargo.toml': Permission denied");
+        assert_eq!(dir("src").to_string(), "cannot run 'src': Permission denied", "a bare name: not said");
         let clone = start_error(&program, StartFailure::Setup("cannot start", io::Error::from(Errno::EAGAIN)));
         assert_eq!(clone.exit_code(), 125);
         assert_eq!(clone.to_string(), "cannot start 'app': Resource temporarily unavailable");

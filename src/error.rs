@@ -17,8 +17,9 @@ use crate::sys;
 pub enum Error {
     /// A bad command line or environment variable; the text names it and the bad value.
     Usage(String),
-    /// The command could not be started.
-    Exec { command: OsString, source: io::Error },
+    /// The command could not be started. `directory`: exec's EACCES came from a directory,
+    /// which says so (the code stays EACCES's).
+    Exec { command: OsString, source: io::Error, directory: bool },
     /// lastcall's own set-up failed.
     Setup { what: String, source: io::Error },
 }
@@ -64,10 +65,11 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Usage(msg) => write!(f, "{}", OneLine(msg)),
-            Error::Exec { command, source } => {
+            Error::Exec { command, source, directory } => {
                 // What lastcall's own codes call "not found" (127).
                 let reason = match source.raw_os_error() {
                     Some(libc::ENOENT | libc::ENOTDIR) => "command not found".to_string(),
+                    Some(libc::EACCES) if *directory => "is a directory".to_string(),
                     _ => strip_os_error(source),
                 };
                 write!(f, "cannot run '{}': {reason}", OneLine(&command.to_string_lossy()))
@@ -111,7 +113,7 @@ mod tests {
 
     #[test]
     fn exec_failures() {
-        let exec = |errno| Error::Exec { command: "x".into(), source: io::Error::from_raw_os_error(errno) };
+        let exec = |errno| Error::Exec { command: "x".into(), source: io::Error::from_raw_os_error(errno), directory: false };
         assert_eq!(exec(libc::ENOENT).exit_code(), 127);
         assert_eq!(exec(libc::ENOTDIR).exit_code(), 127);
         assert_eq!(exec(libc::EACCES).exit_code(), 126);
@@ -120,7 +122,9 @@ mod tests {
         assert_eq!(exec(libc::EACCES).to_string(), "cannot run 'x': Permission denied");
         assert_eq!(Error::Usage("bad".into()).exit_code(), 2);
         assert_eq!(Error::Usage("bad '1\nx\u{1b}[2J' é".into()).to_string(), "bad '1\\nx\\u{1b}[2J' é");
-        assert_eq!(Error::Exec { command: "a\rb".into(), source: io::Error::from_raw_os_error(libc::ENOENT) }.to_string(), "cannot run 'a\\rb': command not found");
+        assert_eq!(Error::Exec { command: "a\rb".into(), source: io::Error::from_raw_os_error(libc::ENOENT), directory: false }.to_string(), "cannot run 'a\\rb': command not found");
+        let dir = Error::Exec { command: "/etc".into(), source: io::Error::from_raw_os_error(libc::EACCES), directory: true };
+        assert_eq!((dir.to_string().as_str(), dir.exit_code()), ("cannot run '/etc': is a directory", 126));
         assert_eq!(Error::setup("signalfd", Errno::EMFILE).exit_code(), 125);
     }
 }

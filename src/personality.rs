@@ -34,12 +34,13 @@
 //! | main child exits     | stop the rest, exit   | exit at once                | send rw(TERM) as forwarded, exit at once |
 //! | TSTP/TTIN/TTOU       | tini's rule¹          | tini's rule                 | forward, then stop itself²     |
 //! | exec failure         | 127 not found, else 126 | 127 ENOENT, 126 EACCES, else 1; `-e` maps it | 2  |
+//! | a script without `#!` | 126, as runc (ENOEXEC) | run by /bin/sh (glibc's execvp) | run by /bin/sh (glibc's execvp) |
 //! | log level, -v        | info, debug, trace    | warn, info, debug, trace    | warn, debug                    |
 //! | OOM kills in text log | named                | silent (json still names them) | silent (json still names them) |
 //! | the app died of N, not PID 1 | lastcall dies of N (same wait status) | exit 128+N  | exit 128+N                 |
 //! | SIGCONT after a stop signal | yes (as systemd)  | no                          | no                             |
 //! | help and version go to | stdout              | stdout                      | stderr                         |
-//! | its own cwd after the spawn | /             | where it was started        | /                              |
+//! | its own cwd while the app runs | / (left before the spawn) | where it was started | /             |
 //! | a signal in its flags | name, number, RT      | `-p`: `SIGTERM`-style names of 1-31 | `-r`: numbers, FROM 1-31, TO 0-31 |
 //! | the app's signals    | lastcall's inherited mask and dispositions | the same  | empty mask, 1-31 at SIG_DFL (ignored ones too) |
 //!
@@ -199,9 +200,14 @@ pub struct Personality {
     pub child_signals: ChildSignals,
     /// dumb-init prints its help and version on stderr; a script that reads them reads there.
     pub texts_to_stderr: bool,
-    /// chdir("/") once the app is started, so that the init keeps no mount busy (dumb-init does;
-    /// tini stays where it was started).
+    /// chdir("/"), so that the init keeps no mount busy (dumb-init does; tini stays where it was
+    /// started). Before the spawn, the child going back to the directory before exec, so that
+    /// the app never sees the init's directory change (`child::leave_cwd`).
     pub leaves_cwd: bool,
+    /// A file exec refuses as no program (ENOEXEC: a script without `#!`) runs as
+    /// `/bin/sh FILE ARGS...`, as glibc's execvp does it for the peers; lastcall's own name keeps
+    /// runc's answer, 126, since a script that needs a shell should name it.
+    pub scripts_through_sh: bool,
     /// How the peer's own flags spell a signal; lastcall's variables keep lastcall's spelling.
     pub flag_signals: FlagSignals,
 }
@@ -298,6 +304,7 @@ pub const LASTCALL: Personality = Personality {
     child_signals: ChildSignals::Inherited,
     texts_to_stderr: false,
     leaves_cwd: true,
+    scripts_through_sh: false,
     flag_signals: FlagSignals::Any,
 };
 
@@ -338,6 +345,7 @@ pub const TINI: Personality = Personality {
     child_signals: ChildSignals::Inherited,
     texts_to_stderr: false,
     leaves_cwd: false,
+    scripts_through_sh: true,
     flag_signals: FlagSignals::TiniNames,
 };
 
@@ -376,6 +384,7 @@ pub const DUMB_INIT: Personality = Personality {
     child_signals: ChildSignals::EmptyMaskStandardDefault,
     texts_to_stderr: true,
     leaves_cwd: true,
+    scripts_through_sh: true,
     flag_signals: FlagSignals::Numbers31,
 };
 

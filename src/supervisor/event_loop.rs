@@ -473,11 +473,19 @@ impl Supervisor {
     }
 
     /// Shutdown has begun: the ready file goes, /ready answers 503 (the health status is read
-    /// off the phase), and systemd hears that the service is stopping, with time to do it.
+    /// off the phase), and systemd hears that the service is stopping, with time to do it; each
+    /// only where there is one.
     fn unready(&mut self) {
         self.ready = false;
         if logging::json() {
-            info!(event = "unready"; "unready: the ready file goes, /ready answers 503");
+            let what = match (self.ready_file.is_some(), self.health.is_some()) {
+                (true, true) => "the ready file goes, /ready answers 503",
+                (true, false) => "the ready file goes",
+                (false, true) => "/ready answers 503",
+                (false, false) => "no ready file or health endpoint to withdraw",
+            };
+            let systemd = if self.notify.is_some() { "; systemd hears STOPPING=1" } else { "" };
+            info!(event = "unready"; "unready: {what}{systemd}");
         }
         if let Some(file) = &mut self.ready_file {
             file.remove();
@@ -495,11 +503,17 @@ impl Supervisor {
     }
 
     fn note(&mut self, note: Note, now: Instant) {
+        let first = self.shutdown_at.is_none();
         self.shutdown_at.get_or_insert(now);
         let at = format_elapsed(now.saturating_duration_since(self.clock_zero));
         let ms = self.elapsed_ms(now);
         match note {
-            Note::Received(sig) => info!(event = "signal", signal:% = sig, elapsed_ms = ms; "{at} received {sig}"),
+            Note::Received(sig) => {
+                info!(event = "signal", signal:% = sig, elapsed_ms = ms; "{at} received {sig}");
+                if first {
+                    self.note_deadline(&at, now);
+                }
+            }
             Note::PreStopStarted => {
                 info!(event = "pre_stop", elapsed_ms = ms;
                       "{at} pre-stop: the app keeps running for {}", format_elapsed_bare(self.policy.pre_stop))
@@ -509,6 +523,29 @@ impl Supervisor {
             Note::GraceExpired => info!(event = "grace_expired", signal = "SIGKILL", elapsed_ms = ms;
                                         "{at} grace expired: sent SIGKILL to every remaining process"),
         }
+    }
+
+    /// When lastcall will escalate, said once at the first termination signal, from the deadline
+    /// the machine has just set: the grace's end, or the pre-stop's end plus the grace. A second
+    /// signal that cuts the pre-stop short brings it forward.
+    fn note_deadline(&self, at: &str, now: Instant) {
+        let pre_stop = format_elapsed_bare(self.policy.pre_stop);
+        let (kill_at, budget) = match (self.state.phase, self.policy.grace) {
+            (_, None) => {
+                info!(event = "deadline", elapsed_ms = 0u64; "{at} no SIGKILL: the grace is unlimited");
+                return;
+            }
+            (Phase::PreStop { until, .. }, Some(grace)) => {
+                (machine::later(until, grace), format!("pre-stop {pre_stop} + grace {}", format_elapsed_bare(grace)))
+            }
+            (Phase::Draining { until: Some(until) }, Some(grace)) => (until, format!("grace {}", format_elapsed_bare(grace))),
+            // Already killing, or no deadline after all: nothing to promise.
+            _ => return,
+        };
+        let kill_at_ms = u64::try_from(kill_at.saturating_duration_since(now).as_millis()).unwrap_or(u64::MAX);
+        let when = format_elapsed(kill_at.saturating_duration_since(self.clock_zero));
+        info!(event = "deadline", kill_at_ms = kill_at_ms, elapsed_ms = 0u64;
+              "{at} SIGKILL at {when} if the app is still running ({budget})");
     }
 
     /// Milliseconds since the first termination signal (0 before it), for json's elapsed_ms.

@@ -160,20 +160,32 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         exec_other: config.personality.exec_other,
         setup: config.personality.setup_exit,
     };
-    let launch = child::Launch { argv: &config.command, detach, env, mask: &mask, ids, no_new_privs: config.no_new_privs, exits };
+    // Never keep a mount busy: lastcall leaves its directory before the app starts, and the app
+    // goes back to it before exec; so the app never sees lastcall's cwd change (dumb-init's
+    // suite reads it as soon as the app starts).
+    let cwd = if config.personality.leaves_cwd { child::leave_cwd() } else { None };
+    let launch = child::Launch {
+        argv: &config.command,
+        detach,
+        env,
+        mask: &mask,
+        ids,
+        no_new_privs: config.no_new_privs,
+        exits,
+        cwd: cwd.as_ref().map(std::os::fd::AsFd::as_fd),
+        scripts_through_sh: config.personality.scripts_through_sh,
+    };
     let started = match child::spawn(&launch) {
         Ok(started) => started,
         Err(e @ Error::Exec { .. }) => return Ok(Ending::Code(exec_failed(&config, e))),
         Err(e) => return Err(e),
     };
     let child = started.pid;
-    // Never keep a mount busy; the child has its own working directory. First thing, as
-    // dumb-init does: its suite reads lastcall's cwd as soon as the app starts.
-    if config.personality.leaves_cwd {
-        if let Err(e) = nix::unistd::chdir("/") {
-            warn!("cannot change directory to /: {e}");
-        }
+    // The app has its directory: an fd held on it would keep the mount busy.
+    if config.personality.leaves_cwd && cwd.is_none() {
+        child::leave_cwd_late();
     }
+    drop(cwd);
     debug!(event = "started", pid = child.as_raw(); "started {:?} as pid {child}", config.command);
     // Listed now, while the app execs: the app's are the fds without close-on-exec.
     child::close_inherited(&child::inherited_fds());

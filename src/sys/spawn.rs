@@ -3,8 +3,9 @@
 //!
 //! May import: signals (through `super`'s signal calls).
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
+use std::os::fd::RawFd;
 
 use nix::sys::signal::SigSet;
 
@@ -35,6 +36,11 @@ pub struct ExecPlan {
     /// Who the child becomes before exec (`--user`), if anyone.
     ids: Option<Ids>,
     no_new_privs: bool,
+    /// The directory the child goes to before exec (`fchdir`), when lastcall has left it.
+    cwd: Option<RawFd>,
+    /// glibc's execvp rather than musl's: a file exec refuses as no program (ENOEXEC, a script
+    /// without `#!`) runs through /bin/sh.
+    scripts_through_sh: bool,
 }
 
 /// The ids the child switches to, in setgroups, setgid, setuid order.
@@ -46,13 +52,22 @@ pub struct Ids {
 }
 
 /// The steps of the child's start that can fail before exec, by the index the child reports.
-const STEPS: [&str; 5] = [
+const STEPS: [&str; 6] = [
     "",
     "setgroups failed before running",
     "setgid failed before running",
     "setuid failed before running",
     "PR_SET_NO_NEW_PRIVS failed before running",
+    "returning to the working directory failed before running",
 ];
+
+/// glibc's shell for a script without `#!` (`_PATH_BSHELL`), and its PATH when there is none
+/// (`CS_PATH`).
+const SH: &CStr = c"/bin/sh";
+const GLIBC_DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+/// The longest directory of PATH and file name that glibc's execvp tries.
+const PATH_MAX: usize = libc::PATH_MAX as usize;
+const NAME_MAX: usize = 255;
 
 // The 32-bit-id system calls: on i386 and arm the plain numbers are the old 16-bit ones.
 #[cfg(any(target_arch = "x86", target_arch = "arm"))]
@@ -107,13 +122,32 @@ impl ExecPlan {
                 pid_slots.push((i, prefix.len()));
             }
         }
-        ExecPlan { argv, envp, pid_slots, detach, take_terminal, mask, ids: None, no_new_privs: false }
+        ExecPlan {
+            argv,
+            envp,
+            pid_slots,
+            detach,
+            take_terminal,
+            mask,
+            ids: None,
+            no_new_privs: false,
+            cwd: None,
+            scripts_through_sh: false,
+        }
     }
 
     /// The child switches to `ids` (if any) and sets no_new_privs (if asked) before exec.
     pub fn run_as(mut self, ids: Option<Ids>, no_new_privs: bool) -> ExecPlan {
         self.ids = ids;
         self.no_new_privs = no_new_privs;
+        self
+    }
+
+    /// The child goes to the directory `cwd` (an fd, close-on-exec) before exec, if any; with
+    /// `scripts_through_sh`, it execs as glibc's execvp does (`exec_like_glibc`).
+    pub fn exec_in(mut self, cwd: Option<RawFd>, scripts_through_sh: bool) -> ExecPlan {
+        self.cwd = cwd;
+        self.scripts_through_sh = scripts_through_sh;
         self
     }
 }
@@ -131,6 +165,13 @@ struct ChildSetup<'a> {
     ids: Option<(libc::uid_t, libc::gid_t)>,
     groups: &'a [libc::gid_t],
     no_new_privs: bool,
+    /// `ExecPlan::cwd`, or -1.
+    cwd: libc::c_int,
+    /// With `scripts_through_sh`: /bin/sh's argv, `[/bin/sh, (the script), argv[1..], NULL]`,
+    /// whose second entry the child fills in; else null.
+    sh_argv: *mut *const libc::c_char,
+    /// With `scripts_through_sh`: lastcall's PATH, as getenv gives it (null: none).
+    path: *const libc::c_char,
     exits: &'a ChildExitCodes,
     /// The errno exec (or the step) failed with; 0 if it did not return.
     exec_errno: libc::c_int,
@@ -157,6 +198,17 @@ pub fn spawn(plan: &mut ExecPlan, exits: &ChildExitCodes) -> Result<libc::pid_t,
     let pid_slots: Vec<*mut u8> = plan.pid_slots.iter().map(|&(i, at)| plan.envp[i][at..].as_mut_ptr()).collect();
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|e| e.as_ptr().cast()).chain(std::iter::once(std::ptr::null())).collect();
+    // Made before the clone, so that the child allocates nothing; nothing at all under lastcall's
+    // own name.
+    let mut sh_argv: Vec<*const libc::c_char> = Vec::new();
+    let mut path = std::ptr::null();
+    if plan.scripts_through_sh {
+        sh_argv.extend([SH.as_ptr(), std::ptr::null()]);
+        sh_argv.extend(argv.iter().skip(1));
+        // SAFETY: getenv reads the environment, which nothing changes while lastcall runs (it
+        // has no other thread); the pointer stays valid until clone returns.
+        path = unsafe { libc::getenv(c"PATH".as_ptr()) };
+    }
     let mut setup = ChildSetup {
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
@@ -167,6 +219,9 @@ pub fn spawn(plan: &mut ExecPlan, exits: &ChildExitCodes) -> Result<libc::pid_t,
         ids: plan.ids.as_ref().map(|ids| (ids.uid, ids.gid)),
         groups: plan.ids.as_ref().map_or(&[][..], |ids| &ids.groups[..]),
         no_new_privs: plan.no_new_privs,
+        cwd: plan.cwd.unwrap_or(-1),
+        sh_argv: if sh_argv.is_empty() { std::ptr::null_mut() } else { sh_argv.as_mut_ptr() },
+        path,
         exits,
         exec_errno: 0,
         failed_step: 0,
@@ -210,6 +265,11 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
     // Only system calls from here on, on our own stack and the memory prepared before the clone.
     unsafe {
         let setup = &mut *arg.cast::<ChildSetup>();
+        // First, while still allowed to (`--user` may take away the right to enter it): the
+        // directory the app would have started in, which lastcall has left.
+        if setup.cwd >= 0 && libc::fchdir(setup.cwd) != 0 {
+            return child_failed(setup, 5);
+        }
         let me = libc::getpid();
         match setup.detach {
             Detach::Group => {
@@ -256,13 +316,94 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
         // The mask lastcall was started with (dispositions are lastcall's own, which are the
         // inherited ones, and exec resets handlers).
         let _ = set_signal_mask(libc::SIG_SETMASK, setup.mask);
-        libc::execvpe(*setup.argv, setup.argv, setup.envp);
-        let errno = *libc::__errno_location();
+        let errno = if setup.sh_argv.is_null() {
+            libc::execvpe(*setup.argv, setup.argv, setup.envp);
+            *libc::__errno_location()
+        } else {
+            exec_like_glibc(setup)
+        };
         setup.exec_errno = errno;
         // qemu-user runs a CLONE_VM|CLONE_VFORK clone as a plain fork, so there lastcall never
         // sees the errno written above, only this exit status: the personality's code for it (a
         // lookup in a static table, safe here).
         libc::_exit(setup.exits.for_exec(errno))
+    }
+}
+
+/// glibc's execvp, which the peers are built with, where musl's differs: a file exec refuses as no
+/// program (ENOEXEC: a script without `#!`) runs as `/bin/sh FILE ARGS...`; PATH is walked the
+/// same way, past the errors glibc skips, with glibc's default PATH when there is none. Returns
+/// the errno glibc's would leave, when nothing could be run.
+///
+/// # Safety
+/// Only in the child of `spawn`, with `sh_argv` and `path` as `spawn` made them.
+unsafe fn exec_like_glibc(setup: &mut ChildSetup) -> libc::c_int {
+    // SAFETY: argv[0] is a NUL-terminated string of the plan's.
+    let file = unsafe { CStr::from_ptr(*setup.argv) }.to_bytes();
+    if file.is_empty() {
+        return libc::ENOENT;
+    }
+    if file.contains(&b'/') {
+        // SAFETY: as above, and `sh_argv` as `spawn` made it.
+        return unsafe { exec_or_sh(setup, *setup.argv) };
+    }
+    if file.len() > NAME_MAX {
+        return libc::ENAMETOOLONG;
+    }
+    let path = if setup.path.is_null() {
+        GLIBC_DEFAULT_PATH
+    } else {
+        // SAFETY: getenv's NUL-terminated value, alive while lastcall waits for this child.
+        unsafe { CStr::from_ptr(setup.path) }.to_bytes()
+    };
+    // On this child's own stack, as glibc's and musl's are: a directory, '/', the file, a NUL.
+    let mut candidate = [0u8; PATH_MAX + 1 + NAME_MAX + 1];
+    let (mut errno, mut denied) = (libc::ENOENT, false);
+    for dir in path.split(|&b| b == b':') {
+        if dir.len() >= PATH_MAX {
+            continue;
+        }
+        // An empty entry is the working directory: the bare file name.
+        let slash = usize::from(!dir.is_empty());
+        let end = dir.len() + slash + file.len();
+        candidate[..dir.len()].copy_from_slice(dir);
+        if slash == 1 {
+            candidate[dir.len()] = b'/';
+        }
+        candidate[dir.len() + slash..end].copy_from_slice(file);
+        candidate[end] = 0;
+        // SAFETY: `candidate` is NUL-terminated, and outlives the exec.
+        errno = unsafe { exec_or_sh(setup, candidate.as_ptr().cast()) };
+        match errno {
+            libc::EACCES => denied = true,
+            libc::ENOENT | libc::ESTALE | libc::ENOTDIR | libc::ENODEV | libc::ETIMEDOUT => {}
+            _ => return errno,
+        }
+    }
+    if denied {
+        libc::EACCES
+    } else {
+        errno
+    }
+}
+
+/// execve of `file`; if the kernel finds no program in it (ENOEXEC), /bin/sh with `file` as its
+/// script. The errno of the last exec tried.
+///
+/// # Safety
+/// Only in the child of `spawn`; `file` NUL-terminated and alive until this returns.
+unsafe fn exec_or_sh(setup: &mut ChildSetup, file: *const libc::c_char) -> libc::c_int {
+    // SAFETY: argv and envp are the plan's NULL-terminated arrays; `sh_argv` has room for the
+    // script at index 1 and ends with NULL. The child's own memory until exec.
+    unsafe {
+        libc::execve(file, setup.argv, setup.envp);
+        let errno = *libc::__errno_location();
+        if errno != libc::ENOEXEC {
+            return errno;
+        }
+        *setup.sh_argv.add(1) = file;
+        libc::execve(SH.as_ptr(), setup.sh_argv, setup.envp);
+        *libc::__errno_location()
     }
 }
 
