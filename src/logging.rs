@@ -44,7 +44,7 @@ pub fn json() -> bool {
 /// Every `event` a json line can carry. Untagged lines get `error`, `warning`, or, below
 /// warning level, `debug` (the -v diagnostics).
 pub const EVENTS: &[&str] = &[
-    "started", "signal", "unready", "pre_stop", "forwarded", "grace", "grace_expired", "killed", "reaped",
+    "started", "signal", "deadline", "unready", "pre_stop", "forwarded", "grace", "grace_expired", "killed", "reaped",
     "child_exit", "oom_kill", "notify", "exit", "error", "warning", "debug",
 ];
 

@@ -21,7 +21,7 @@ const SEC: Duration = Duration::from_secs(1);
 fn parse_json_log(log: &[u8]) -> Vec<String> {
     const CHECK: &str = r#"
 import json, re, sys
-EVENTS = {"started", "signal", "unready", "pre_stop", "forwarded", "grace", "grace_expired", "killed",
+EVENTS = {"started", "signal", "deadline", "unready", "pre_stop", "forwarded", "grace", "grace_expired", "killed",
           "reaped", "child_exit", "oom_kill", "notify", "exit", "error", "warning", "debug"}
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 raw = sys.stdin.buffer.read()
@@ -33,7 +33,7 @@ for n, line in enumerate(raw.split(b"\n")[:-1], 1):
     assert obj["level"] in ("error", "warn", "info", "debug", "trace"), (n, obj)
     assert obj["event"] in EVENTS, (n, obj)
     assert isinstance(obj["message"], str), (n, obj)
-    for key in ("pid", "pgid", "code", "elapsed_ms"):
+    for key in ("pid", "pgid", "code", "elapsed_ms", "kill_at_ms"):
         assert key not in obj or isinstance(obj[key], int), (n, key, obj)
     for key in ("signal", "status"):
         assert key not in obj or isinstance(obj[key], str), (n, key, obj)

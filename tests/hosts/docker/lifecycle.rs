@@ -92,8 +92,8 @@ fn docker_each_timeline_line_once_in_ten_stops(hosts: &mut Hosts) {
         c.stop(None);
         let log = c.logs(false);
         assert_eq!(c.exit_code(), 137, "{mode:?}: {log}");
-        assert_timeline_once(&log, &["received SIGTERM", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child killed by SIGKILL"]);
-        assert_eq!(log.lines().filter(|l| l.starts_with("lastcall:")).count(), 4, "round {round}, {mode:?}: only the timeline:\n{log}");
+        assert_timeline_once(&log, &["received SIGTERM", "SIGKILL at ", "forwarded SIGTERM", "grace expired: sent SIGKILL", "child killed by SIGKILL"]);
+        assert_eq!(log.lines().filter(|l| l.starts_with("lastcall:")).count(), 5, "round {round}, {mode:?}: only the timeline:\n{log}");
     }
 }
 
