@@ -150,3 +150,26 @@ fn every_log_line_escapes_what_it_prints() {
     }
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Tens of thousands of unknown `LASTCALL_*` names (what a hostile or broken environment can
+/// hold) delay the app by no more than the environment's own size does, and give a few lines.
+#[test]
+fn thousands_of_unknown_names_neither_delay_the_app_nor_flood_the_log() {
+    const N: usize = 50_000;
+    let timed = |prefix: &str| {
+        let names: Vec<String> = (0..N).map(|i| format!("{prefix}{i:x}")).collect();
+        let env: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "")).collect();
+        let start = Instant::now();
+        let (code, _, stderr) = run_to_end(Mode::Plain, &["true"], &env);
+        (start.elapsed(), code, stderr)
+    };
+    // The same number of names of the same length that are nobody's: what the environment costs.
+    let (baseline, code, stderr) = timed("APP_VAR__");
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let (flood, code, stderr) = timed("LASTCALL_");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(flood < baseline * 10 + Duration::from_secs(1), "{flood:?} against {baseline:?} without them");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.len() <= 10, "{} lines", lines.len());
+    assert!(lines.last().unwrap().ends_with("more variables named like lastcall's were not checked"), "{stderr}");
+}
