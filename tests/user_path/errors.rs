@@ -1,6 +1,5 @@
 //! Typos and bad values: caught, with a suggestion, in one line.
 
-
 use super::*;
 
 #[test]
