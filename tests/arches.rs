@@ -84,12 +84,7 @@ fn repo() -> &'static Path {
 fn run_in_repo(program: &str, args: &[&str], env: &[(String, String)]) {
     let path = repo().join(program);
     let mut cmd = Command::new(if program.contains('/') { path.as_os_str() } else { program.as_ref() });
-    cmd.args(args).current_dir(repo()).stdin(Stdio::null());
-    for (key, _) in std::env::vars() {
-        if (key.starts_with("CARGO") && key != "CARGO_HOME") || (key.starts_with("RUST") && key != "RUSTUP_HOME") {
-            cmd.env_remove(key);
-        }
-    }
+    common::outside_cargo(cmd.args(args).current_dir(repo()).stdin(Stdio::null()));
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let started = Instant::now();
     let status = cmd.status().unwrap_or_else(|e| panic!("{program}: {e}"));

@@ -31,12 +31,7 @@ fn run(cmd: &mut Command) -> Output {
 /// variables and a toolchain that an inner cargo must not inherit.
 fn in_repo(program: &str) -> Command {
     let mut cmd = Command::new(repo().join(program));
-    cmd.current_dir(repo());
-    for (key, _) in std::env::vars() {
-        if (key.starts_with("CARGO") && key != "CARGO_HOME") || (key.starts_with("RUST") && key != "RUSTUP_HOME") {
-            cmd.env_remove(key);
-        }
-    }
+    common::outside_cargo(cmd.current_dir(repo()));
     cmd
 }
 

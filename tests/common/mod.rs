@@ -61,3 +61,14 @@ pub fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// `cmd` without the variables the outer `cargo test` sets (and its toolchain's), which an inner
+/// cargo or a script that runs one must not inherit; CARGO_HOME and RUSTUP_HOME stay.
+pub fn outside_cargo(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    for (key, _) in std::env::vars() {
+        if (key.starts_with("CARGO") && key != "CARGO_HOME") || (key.starts_with("RUST") && key != "RUSTUP_HOME") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}

@@ -21,13 +21,7 @@ fn packaged() -> PathBuf {
             if script == "scripts/dist" {
                 cmd.arg("host");
             }
-            // The outer cargo's variables and toolchain are not the inner one's.
-            for (key, _) in std::env::vars() {
-                if (key.starts_with("CARGO") && key != "CARGO_HOME") || (key.starts_with("RUST") && key != "RUSTUP_HOME") {
-                    cmd.env_remove(key);
-                }
-            }
-            ok(&mut cmd, 1800 * SEC);
+            ok(crate::common::outside_cargo(&mut cmd), 1800 * SEC);
         }
         *made = true;
     }
