@@ -27,6 +27,11 @@
 //! fails the run at once, with its output. The real peer gets the same one rerun of its timeouts,
 //! and every test it still fails is named as dropped from the baseline: more than
 //! `MAX_DROPPED` fail the run, so that the baseline cannot shrink unseen.
+//!
+//! pytest-timeout can also fire inside pytest's own fixture machinery, which ends the whole
+//! session with an INTERNALERROR and leaves the rest of the suite not run (seen for the real
+//! dumb-init and for lastcall alike on a loaded host). That stall, and only that, runs the whole
+//! suite once more, after printing the end of the stalled run.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -310,6 +315,21 @@ fn timed_out(text: &str) -> bool {
 }
 
 /// dumb-init's pytest suite with `dumb-init` on PATH from `bin`; `only` limits it to those node ids.
+/// dumb-init's whole suite under `bin`; once more if pytest itself stalled on a timeout.
+fn run_dumb_init_whole(s: &Setup, bin: &Path, who: &str) -> Results {
+    let first = run_dumb_init(s, bin, &[]);
+    if !stalled(&first.log) {
+        return first;
+    }
+    println!("dumb-init suite: {who}'s run stopped on a timeout inside pytest (INTERNALERROR); its end:\n{}\nrunning the whole suite once more", tail(&first.log, 3000));
+    run_dumb_init(s, bin, &[])
+}
+
+/// A pytest session that pytest-timeout ended from inside pytest's own machinery.
+fn stalled(log: &str) -> bool {
+    log.lines().any(|l| l.starts_with("INTERNALERROR>") && timed_out(l))
+}
+
 fn run_dumb_init(s: &Setup, bin: &Path, only: &[String]) -> Results {
     let mut cmd = under_reaping_pid1(&["/usr/bin/dumb-init", "--"], 600, bin, s);
     cmd.arg(&s.python).args(["-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q"]);
@@ -449,7 +469,7 @@ fn dumb_init_suite_passes_as_the_real_dumb_init_does() {
     let wording = |id: &str| DUMB_INIT_WORDING.iter().find(|(prefix, _, _)| id.starts_with(&format!("{prefix}[")) || id == *prefix);
     let excluded = |id: &String| wording(id).is_some();
     let real_bin = install_as(s, "dumb-init-real", "dumb-init", "/usr/bin/dumb-init");
-    let mut real = run_dumb_init(s, &real_bin, &[]);
+    let mut real = run_dumb_init_whole(s, &real_bin, "the real dumb-init");
     for t in &real.failed {
         println!("dumb-init suite: the real dumb-init failed {t}: {}", real.why(t));
     }
@@ -470,7 +490,7 @@ fn dumb_init_suite_passes_as_the_real_dumb_init_does() {
     dropped("dumb-init suite", "dumb-init", &real_failed, &real.log);
 
     let bin = install_as(s, "dumb-init-lastcall", "dumb-init", LASTCALL);
-    let mut ours = run_dumb_init(s, &bin, &[]);
+    let mut ours = run_dumb_init_whole(s, &bin, "lastcall as dumb-init");
     let first: Vec<String> = real.passed.iter().filter(|t| !ours.passed.contains(*t)).cloned().collect();
     for t in first.iter().filter(|t| !excluded(t)) {
         println!("dumb-init suite: lastcall as dumb-init failed {t}: {}", ours.why(t));
@@ -565,4 +585,11 @@ fn tini_suite_passes_as_the_real_tini_does() {
         ours.rerun(&again, retry);
     }
     compare("tini 0.19.0's run_inner_tests.py", "tini", &baseline, total.len(), &ours);
+}
+
+#[test]
+fn only_a_timeout_inside_pytest_counts_as_a_stall() {
+    assert!(stalled("....\nINTERNALERROR>     raise exc\nINTERNALERROR> Failed: Timeout >5.0s\n"));
+    assert!(!stalled("INTERNALERROR> KeyError: 'x'\nFAILED tests/a.py::t - Failed: Timeout >5.0s\n"));
+    assert!(!stalled("1 failed, 94 passed in 90.00s\n"));
 }
