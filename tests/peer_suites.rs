@@ -236,6 +236,12 @@ fn under_reaping_pid1(reaper: &[&str], limit_s: u32, path_first: &Path, s: &Setu
         }
     }
     cmd.stdin(Stdio::null());
+    // The suites start interactive shells (dumb-init's tty tests run `bash -m`): they must read
+    // no rc file of this machine's user, whose ~/.bashrc may run slow hooks (pyenv's) or wait on
+    // their locks, which would time out the real peer and lastcall alike.
+    let home = s.root.join("home");
+    fs::create_dir_all(&home).unwrap();
+    cmd.env("HOME", &home);
     // As from a login shell: cargo is started by a glibc program whose posix_spawn leaves its
     // two internal signals (32, 33) ignored, and tini's sigconf check has no name for them.
     // SAFETY: between fork and exec only async-signal-safe system calls, on a zeroed buffer.
