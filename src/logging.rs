@@ -162,7 +162,7 @@ fn write_json(out: &mut impl Write, record: &Record<'_>) -> io::Result<()> {
     out.write_all(b"\"}\n")
 }
 
-/// The fields after `event`: numbers as numbers, anything else as an escaped string.
+/// The fields after `event`: integers as numbers, text as an escaped string.
 struct Fields<'a, W: Write> {
     out: &'a mut W,
     result: io::Result<()>,
@@ -181,11 +181,12 @@ impl<'kvs, W: Write> VisitSource<'kvs> for Fields<'_, W> {
                 write!(self.out, "{n}")
             } else if let Some(n) = value.to_u64() {
                 write!(self.out, "{n}")
+            } else if let Some(text) = value.to_borrowed_str() {
+                json_string(self.out, text)
             } else {
-                self.out.write_all(b"\"")?;
-                fmt::write(&mut Escaper { out: self.out, result: Ok(()) }, format_args!("{value}"))
-                    .map_err(|_| io::Error::other("format"))?;
-                self.out.write_all(b"\"")
+                // The crate logs fields as text or integers only: formatting any other `Value`
+                // goes through a match that links in all of float formatting.
+                self.out.write_all(b"null")
             }
         })();
         Ok(())
@@ -238,6 +239,26 @@ impl<W: Write> fmt::Write for Escaper<'_, W> {
             self.result = Err(e);
             fmt::Error
         })
+    }
+}
+
+/// A duration as the options take it, exact and without trailing zeros: `30s`, `1.5s`,
+/// `0.000001s`. Integer arithmetic only, so that no float formatting is linked in.
+pub struct Seconds(pub Duration);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.as_secs())?;
+        let mut nanos = self.0.subsec_nanos();
+        if nanos != 0 {
+            let mut width = 9;
+            while nanos % 10 == 0 {
+                nanos /= 10;
+                width -= 1;
+            }
+            write!(f, ".{nanos:0width$}")?;
+        }
+        f.write_str("s")
     }
 }
 
@@ -454,6 +475,18 @@ impl Repeated {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn seconds_are_exact_without_trailing_zeros() {
+        let s = |d: Duration| Seconds(d).to_string();
+        assert_eq!(s(Duration::ZERO), "0s");
+        assert_eq!(s(Duration::from_secs(30)), "30s");
+        assert_eq!(s(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(s(Duration::from_millis(250)), "0.25s");
+        assert_eq!(s(Duration::from_nanos(1_000_000_001)), "1.000000001s");
+        assert_eq!(s(Duration::from_micros(1)), "0.000001s");
+        assert_eq!(s(Duration::MAX), "18446744073709551615.999999999s");
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc_millis() {

@@ -244,12 +244,13 @@ pub fn member_groups(group_text: &[u8], name: &str, gid: u32, limit: impl FnOnce
 
 /// Drops every gid seen before, keeping the first of each, in O(n log n).
 fn dedup_in_order(groups: &mut Vec<u32>) {
-    let mut keyed: Vec<(u32, usize)> = groups.iter().enumerate().map(|(at, &g)| (g, at)).collect();
-    keyed.sort_unstable();
-    keyed.dedup_by_key(|k| k.0);
-    keyed.sort_unstable_by_key(|k| k.1);
-    groups.clear();
-    groups.extend(keyed.iter().map(|k| k.0));
+    // One sort of plain gids (the same code as the groups' comparison in `child`), then each gid
+    // kept at its first sight, found by binary search.
+    let mut distinct = groups.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut seen = vec![false; distinct.len()];
+    groups.retain(|g| distinct.binary_search(g).is_ok_and(|at| !std::mem::replace(&mut seen[at], true)));
 }
 
 /// The kernel's NGROUPS_MAX, as /proc/sys/kernel/ngroups_max says (musl's sysconf answers a

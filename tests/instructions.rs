@@ -6,7 +6,8 @@
 //! the peers alone would let a rise go through as long as it stayed under them. The method is
 //! the benchmark's (benches/compare/): a run with N signals (orphans) minus a run with none
 //! (one), divided by N, each signal (orphan) sent only once the init is asleep again, so that
-//! every one costs one whole wake-up. `--nocapture` prints the table.
+//! every one costs one whole wake-up. `--nocapture` prints the table. A second test holds the
+//! release build to the size of the smallest static peer.
 //!
 //! Needs valgrind, the peers, gcc and a static libc (scripts/setup-test-machine installs them).
 //! About 40 valgrind runs, 10-40 s on a loaded 2-core machine, plus one release build of
@@ -263,4 +264,19 @@ fn lastcall_runs_fewer_instructions_per_signal_and_per_orphan_than_any_peer_and_
     }
     let _ = fs::remove_dir_all(&scratch);
     assert!(worse.is_empty(), "more work than the best peer or the ceiling:\n{}", worse.join("\n"));
+}
+
+/// The size a user sees after the Quick start's `cargo build --release`: no bigger than the
+/// smallest static peer installed here (catatonit, tini-static), as a binary bind-mounted into
+/// every container by `--init-path` costs its size in each one's page cache.
+#[test]
+fn the_release_build_is_no_bigger_than_the_smallest_static_peer() {
+    let ours = fs::metadata(release_binary()).unwrap().len();
+    let peers: Vec<(u64, &str)> = ["/usr/bin/catatonit", "/usr/bin/tini-static"]
+        .into_iter()
+        .map(|path| (fs::metadata(path).unwrap_or_else(|e| panic!("{path}: {e}: run scripts/setup-test-machine")).len(), path))
+        .collect();
+    let (smallest, which) = peers.iter().min().copied().unwrap();
+    eprintln!("release build {ours} bytes; {}", peers.iter().map(|(size, path)| format!("{path} {size}")).collect::<Vec<_>>().join(", "));
+    assert!(ours <= smallest, "the release build is {ours} bytes, more than {which}'s {smallest}");
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use log::LevelFilter;
 
 use crate::error::{Error, OneLine};
-use crate::logging::Format;
+use crate::logging::{Format, Seconds};
 use crate::machine::UnreadyOn;
 use crate::personality::{Getopt, PeerVar, Personality, Setting, LASTCALL};
 use crate::signals::Sig;
@@ -709,13 +709,7 @@ fn fit_in_stop_timeout(
         return Ok(grace.unwrap_or(default_grace));
     };
     let name = |id| source(id).unwrap_or_else(|| format!("--{}", opt(id).long));
-    let seconds = |d: Duration| {
-        let fraction = format!("{:09}", d.subsec_nanos());
-        match fraction.trim_end_matches('0') {
-            "" => format!("{}s", d.as_secs()),
-            digits => format!("{}.{digits}s", d.as_secs()),
-        }
-    };
+    let seconds = |d: Duration| Seconds(d).to_string();
     let room = budget.checked_sub(STOP_MARGIN).and_then(|r| r.checked_sub(pre_stop));
     let refuse = |what: String| {
         Error::Usage(format!(

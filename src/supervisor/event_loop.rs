@@ -368,7 +368,7 @@ impl Supervisor {
                 None
             }
             Route::Shutdown => {
-                debug!(event = "signal", signal:% = sig, pid = sender; "received {sig} from pid {sender}");
+                debug!(event = "signal", signal = sig.to_string().as_str(), pid = sender; "received {sig} from pid {sender}");
                 self.handle(Event::Termination(sig), Instant::now())
             }
             Route::Reap => self.on_child_exit(None),
@@ -411,7 +411,7 @@ impl Supervisor {
         let (whom, child) = (self.whom(), self.child);
         let rewritten = if to == sig { String::new() } else { format!(" as {to}") };
         match result {
-            Ok(()) => debug!(event = "forwarded", signal:% = to; "forwarded {sig} from pid {sender}{rewritten} to {whom} {child}"),
+            Ok(()) => debug!(event = "forwarded", signal = to.to_string().as_str(); "forwarded {sig} from pid {sender}{rewritten} to {whom} {child}"),
             Err(e) => debug!("cannot forward {sig}{rewritten} to {whom} {child}: {e}"),
         }
     }
@@ -439,10 +439,10 @@ impl Supervisor {
                 killed = Some(pid);
             }
             if warn_reaping {
-                warn!(event = "reaped", pid = pid.as_raw(), status:% = Status::from_raw(status);
+                warn!(event = "reaped", pid = pid.as_raw(), status = Status::from_raw(status).to_string().as_str();
                       "Reaped zombie process with pid={pid}: {}", Status::from_raw(status));
             } else {
-                debug!(event = "reaped", pid = pid.as_raw(), status:% = Status::from_raw(status);
+                debug!(event = "reaped", pid = pid.as_raw(), status = Status::from_raw(status).to_string().as_str();
                        "reaped pid {pid}: {}", Status::from_raw(status));
             }
         });
@@ -509,7 +509,7 @@ impl Supervisor {
         let ms = self.elapsed_ms(now);
         match note {
             Note::Received(sig) => {
-                info!(event = "signal", signal:% = sig, elapsed_ms = ms; "{at} received {sig}");
+                info!(event = "signal", signal = sig.to_string().as_str(), elapsed_ms = ms; "{at} received {sig}");
                 if first {
                     self.note_deadline(&at, now);
                 }
@@ -625,10 +625,10 @@ impl Supervisor {
         }
         match sent {
             Ok(()) if self.single_child => {
-                info!(event = "forwarded", signal:% = sig, pid = self.child.as_raw(), elapsed_ms = ms;
+                info!(event = "forwarded", signal = sig.to_string().as_str(), pid = self.child.as_raw(), elapsed_ms = ms;
                       "{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child)
             }
-            Ok(()) => info!(event = "forwarded", signal:% = sig, pgid = self.child.as_raw(), elapsed_ms = ms;
+            Ok(()) => info!(event = "forwarded", signal = sig.to_string().as_str(), pgid = self.child.as_raw(), elapsed_ms = ms;
                             "{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child),
             Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
         }

@@ -59,7 +59,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         }
     };
     if config.nested {
-        let backstop = config.grace.map_or("no SIGKILL of its own (never escalate)".to_string(), |g| format!("SIGKILL to what is left {}s after its stop signal or the inner one's death", g.as_secs_f64()));
+        let backstop = config.grace.map_or("no SIGKILL of its own (never escalate)".to_string(), |g| format!("SIGKILL to what is left {} after its stop signal or the inner one's death", logging::Seconds(g)));
         let handed: Vec<&str> = config.flags.iter().map(|(name, _)| *name).collect();
         let handed = if handed.is_empty() { String::new() } else { format!(", with this one's flags handed down as {}", handed.join(", ")) };
         info!("the command is lastcall too: this one forwards signals, reaps, exits with its status and keeps a backstop ({backstop}); pre-stop, grace, readiness, health, notify and the user switch are the inner one's{handed}");
@@ -266,7 +266,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     if logging::json() {
         match ending {
             Ending::Code(code) => info!(event = "exit", code = code; "exiting with {code}"),
-            Ending::Signal(sig) => info!(event = "exit", signal:% = sig, code = ending.code(); "exiting by {sig}"),
+            Ending::Signal(sig) => info!(event = "exit", signal = sig.to_string().as_str(), code = ending.code(); "exiting by {sig}"),
         }
     }
     Ok(ending)

@@ -23,7 +23,7 @@ impl Supervisor {
             return self.kill_all();
         }
         metrics::count(&mut self.counters.forwarded, sig);
-        info!(event = "forwarded", signal:% = sig, elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to every remaining process", self.elapsed(now));
+        info!(event = "forwarded", signal = sig.to_string().as_str(), elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to every remaining process", self.elapsed(now));
         if self.pid1 {
             if let Err(e) = send_stop_signal(-1, sig, self.cont_after_stop) {
                 debug!("kill(-1, {sig}): {e}");
@@ -90,7 +90,7 @@ impl Supervisor {
     /// away), which has had its stop signal already.
     pub(super) fn signal_others(&mut self, sig: Sig, now: Instant) {
         metrics::count(&mut self.counters.forwarded, sig);
-        info!(event = "forwarded", signal:% = sig, elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to the processes outside the app's group", self.elapsed(now));
+        info!(event = "forwarded", signal = sig.to_string().as_str(), elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to the processes outside the app's group", self.elapsed(now));
         match self.descendants_in_view() {
             Some(processes) => {
                 for (pid, pgrp) in processes {
