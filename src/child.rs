@@ -6,7 +6,8 @@
 //!
 //! May import: error, procfs, signals, sys.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::borrow::Cow;
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -59,7 +60,7 @@ pub fn spawn(launch: &Launch) -> Result<Started, Error> {
     // name it.
     let me = getpid().to_string();
     let renamed: Vec<&str> =
-        sys::PID_VARIABLES.into_iter().filter(|name| std::env::var(name).is_ok_and(|p| p == me)).collect();
+        sys::PID_VARIABLES.into_iter().filter(|name| sys::env_value(name).is_some_and(|p| p == me.as_str())).collect();
     let mut early_signals = Vec::new();
 
     if launch.detach == Detach::Session && take_terminal {
@@ -191,15 +192,13 @@ pub fn close_inherited(fds: &[RawFd]) {
     }
 }
 
-/// lastcall's environment with `overrides` applied, as `KEY=VALUE` C strings: each inherited
-/// entry copied once, as it is.
-fn child_env(overrides: &[(String, OsString)]) -> Vec<CString> {
-    let overridden = |entry: &[u8]| {
-        overrides.iter().any(|(name, _)| entry.strip_prefix(name.as_bytes()).is_some_and(|rest| rest.first() == Some(&b'=')))
-    };
-    let mut env: Vec<CString> =
-        sys::with_environment(|entries| entries.filter(|entry| !overridden(entry.to_bytes())).map(CString::from).collect());
-    env.extend(overrides.iter().map(|(k, v)| env_entry(k.as_bytes(), v.as_bytes())));
+/// lastcall's environment with `overrides` applied, as `KEY=VALUE` C strings: the inherited
+/// entries borrowed as they are (they live as long as lastcall), only the overrides built.
+fn child_env(overrides: &[(String, OsString)]) -> Vec<Cow<'static, CStr>> {
+    let overridden = |entry: sys::EnvEntry| overrides.iter().any(|(name, _)| entry.is_named(name.as_bytes()));
+    let mut env: Vec<Cow<'static, CStr>> =
+        sys::environment().filter(|&entry| !overridden(entry)).map(|entry| Cow::Borrowed(entry.whole())).collect();
+    env.extend(overrides.iter().map(|(k, v)| Cow::Owned(env_entry(k.as_bytes(), v.as_bytes()))));
     env
 }
 

@@ -20,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::sys::NOTE;
+use crate::sys::{self, NOTE};
 
 const PT_NOTE: u32 = 4;
 /// Program headers read at most; real binaries have about a dozen.
@@ -41,7 +41,7 @@ pub enum Detected {
 
 /// Whether `command` (lastcall's, with its arguments) runs a lastcall, and the file it runs.
 pub fn command_is_lastcall(command: &[OsString]) -> (Detected, Option<PathBuf>) {
-    match command.first().and_then(|program| resolve(program, std::env::var_os("PATH"))) {
+    match command.first().and_then(|program| resolve(program, sys::env_value("PATH"))) {
         Some(file) => (detect(&file), Some(file)),
         None => (Detected::NotLastcall, None),
     }
@@ -70,14 +70,14 @@ fn is_executable_file(path: &Path) -> bool {
 
 /// The file exec would run for `program`: a path with a slash as it is, else the first
 /// executable regular file of that name on PATH (musl's default PATH when there is none).
-pub fn resolve(program: &OsStr, path_var: Option<OsString>) -> Option<PathBuf> {
+pub fn resolve(program: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
     if program.is_empty() {
         return None;
     }
     if program.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(program));
     }
-    let path_var = path_var.unwrap_or_else(|| "/usr/local/bin:/bin:/usr/bin".into());
+    let path_var = path_var.unwrap_or(OsStr::new("/usr/local/bin:/bin:/usr/bin"));
     path_var
         .as_bytes()
         .split(|&b| b == b':')
@@ -276,8 +276,8 @@ mod tests {
     #[test]
     fn resolving_follows_path() {
         assert_eq!(resolve(OsStr::new("/x/y"), None), Some(PathBuf::from("/x/y")));
-        assert_eq!(resolve(OsStr::new("sh"), Some("/nonexistent:/bin".into())), Some(PathBuf::from("/bin/sh")));
-        assert_eq!(resolve(OsStr::new("no-such-program-here"), Some("/bin".into())), None);
+        assert_eq!(resolve(OsStr::new("sh"), Some(OsStr::new("/nonexistent:/bin"))), Some(PathBuf::from("/bin/sh")));
+        assert_eq!(resolve(OsStr::new("no-such-program-here"), Some(OsStr::new("/bin"))), None);
         assert_eq!(resolve(OsStr::new(""), None), None);
     }
 }

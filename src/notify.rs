@@ -365,8 +365,9 @@ fn hex_tag(random: u64) -> String {
     String::from_utf8_lossy(&digits).into_owned()
 }
 
-/// A directory held open and locked; unlocked when dropped, or when lastcall is gone.
-type Locked = nix::fcntl::Flock<fs::File>;
+/// A directory held open and locked: the lock goes with the last close of the file, when it is
+/// dropped or when lastcall is gone (no unlock of its own: one system call fewer at exit).
+type Locked = fs::File;
 
 /// The directory, opened without following a symlink and locked (exclusive flock, without
 /// waiting); None if it is not a directory of lastcall's user, mode 0700, or someone holds it.
@@ -381,7 +382,7 @@ fn open_locked(dir: &Path) -> Option<Locked> {
     if meta.uid() != sys::effective_ids().0 || meta.mode() & 0o777 != 0o700 {
         return None;
     }
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).ok()
+    sys::lock_exclusive_now(&file).then_some(file)
 }
 
 /// Removes what a lastcall killed by SIGKILL left in `base`: a directory named as ours, of our
@@ -392,17 +393,20 @@ fn open_locked(dir: &Path) -> Option<Locked> {
 /// directory's name, is skipped (it is locked anyway).
 fn sweep_stale(base: &Path, own: Option<&std::ffi::OsStr>) {
     use std::os::unix::fs::FileTypeExt;
-    let Ok(entries) = fs::read_dir(base) else { return };
-    for entry in entries.flatten().take(4096) {
-        let name = entry.file_name();
-        // Our own first: its random name would make the work below vary from run to run.
-        if own == Some(name.as_os_str()) {
-            continue;
+    let Ok(listed) = std::ffi::CString::new(base.as_os_str().as_bytes()) else { return };
+    // Only a dead one's leftovers are kept (and allocated for): most sweeps find none.
+    let mut stale: Vec<std::ffi::OsString> = Vec::new();
+    sys::each_entry(&listed, 4096, |name, _| {
+        // Our own is skipped: its random name would make the work below vary from run to run.
+        if own.is_some_and(|own| own.as_bytes() == name) {
+            return;
         }
-        let Some(tag) = name.as_bytes().strip_prefix(STALE_PREFIX.as_bytes()) else { continue };
-        if tag.len() != 16 || !tag.iter().all(u8::is_ascii_hexdigit) {
-            continue;
+        let Some(tag) = name.strip_prefix(STALE_PREFIX.as_bytes()) else { return };
+        if tag.len() == 16 && tag.iter().all(u8::is_ascii_hexdigit) {
+            stale.push(std::ffi::OsStr::from_bytes(name).to_owned());
         }
+    });
+    for name in stale {
         let dir = base.join(&name);
         let Some(_lock) = open_locked(&dir) else { continue };
         let socket = dir.join("notify");

@@ -278,6 +278,10 @@ where
 
 /// The prefixes of the variables that set options (lastcall's own, and the peers').
 const OPTION_PREFIXES: [&[u8]; 4] = [b"LASTCALL_", b"TINI_", b"DUMB_INIT_", b"POSIXLY_CORRECT"];
+/// How much of each entry the scan reads to tell: the longest prefix, and `named_like_lastcall`'s
+/// window.
+const HEAD_CHECKED: usize = 15;
+const _: () = assert!(HEAD_CHECKED >= OWN_PREFIX.len() + PREFIX_EDITS && HEAD_CHECKED >= b"POSIXLY_CORRECT".len());
 
 /// The variables of lastcall's environment that set options, and those named nearly like
 /// lastcall's (for the check of misspelt ones), copied in one pass over it: the options are a few
@@ -286,17 +290,20 @@ pub struct OptionVariables(Vec<(OsString, OsString)>);
 
 impl OptionVariables {
     pub fn of_this_process() -> OptionVariables {
-        OptionVariables(sys::with_environment(|entries| {
-            entries
-                .map(|entry| entry.to_bytes())
+        OptionVariables(
+            sys::environment()
                 // A prefix of the entry is one of its name: no prefix holds a '='.
-                .filter(|entry| is_option_variable(entry) || named_like_lastcall(entry))
+                .filter(|entry| {
+                    let head = entry.head(HEAD_CHECKED);
+                    is_option_variable(head) || named_like_lastcall(head)
+                })
                 .filter_map(|entry| {
+                    let entry = entry.whole().to_bytes();
                     let (name, value) = entry.split_at(entry.iter().position(|&b| b == b'=')?);
                     Some((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(&value[1..]).to_owned()))
                 })
-                .collect()
-        }))
+                .collect(),
+        )
     }
 
     /// The variable `name`: from the copy if it is an option's, else looked up as usual.
@@ -314,7 +321,8 @@ impl OptionVariables {
 }
 
 fn is_option_variable(name: &[u8]) -> bool {
-    OPTION_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+    // The prefixes' first letters turn most names away before any comparison.
+    matches!(name.first(), Some(b'L' | b'T' | b'D' | b'P')) && OPTION_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
 const STRICT_ENV: &str = "LASTCALL_STRICT";
@@ -361,6 +369,20 @@ const MAX_NAME_WARNINGS: usize = 8;
 /// start is only near `LASTCALL_` may well be the app's and need not end in a warning.
 const MAX_NAME_CHECKS: usize = 4 * MAX_NAME_WARNINGS;
 
+/// Each byte's place in `named_like_lastcall`'s count, in either letter case: 1 for L, 2 for A,
+/// 3 for S, 4 for T, 5 for C, 6 for _, and 0 (never counted) for the rest.
+const PREFIX_LETTER: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let letters = *b"LASTC_";
+    let mut i = 0;
+    while i < letters.len() {
+        table[letters[i] as usize] = i as u8 + 1;
+        table[letters[i].to_ascii_lowercase() as usize] = i as u8 + 1;
+        i += 1;
+    }
+    table
+};
+
 /// Whether the start of `name` (or of a `NAME=value` entry) is `LASTCALL_` or a few edits from
 /// it, in any letter case. Cheap: a fixed number of bytes, on the stack.
 fn named_like_lastcall(name: &[u8]) -> bool {
@@ -371,18 +393,10 @@ fn named_like_lastcall(name: &[u8]) -> bool {
     let start = start.split(|&b| b == b'=').next().unwrap_or_default();
     // An edit takes at most one of the prefix's nine characters away, so a start that holds fewer
     // than seven of them is too far: most names are turned away here, without the table.
-    let mut left = [3u8, 2, 1, 1, 1, 1];
+    let mut left = [0u8, 3, 2, 1, 1, 1, 1];
     let mut found = 0;
-    for c in start {
-        let at = match c.to_ascii_uppercase() {
-            b'L' => 0,
-            b'A' => 1,
-            b'S' => 2,
-            b'T' => 3,
-            b'C' => 4,
-            b'_' => 5,
-            _ => continue,
-        };
+    for &c in start {
+        let at = usize::from(PREFIX_LETTER[usize::from(c)]);
         if left[at] > 0 {
             left[at] -= 1;
             found += 1;

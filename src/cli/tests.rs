@@ -766,3 +766,12 @@ fn pause_mode_runs_no_command() {
     let msg = usage_error(&["-P", "app"], &[]);
     assert!(msg.contains("no command"), "{msg}");
 }
+
+#[test]
+fn the_option_variables_first_letter_filter_lets_every_prefix_through() {
+    for prefix in OPTION_PREFIXES {
+        assert!(is_option_variable(prefix), "{}", String::from_utf8_lossy(prefix));
+    }
+    assert!(!is_option_variable(b"PATH"));
+    assert!(!is_option_variable(b"lastcall_grace"));
+}

@@ -119,8 +119,8 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         })?),
         None => None,
     };
-    let notify = match std::env::var("NOTIFY_SOCKET") {
-        Ok(socket) if !socket.is_empty() && !config.nested => NotifyRelay::new(&socket, credentials.as_ref().map(|c| (c.uid, c.gid)))
+    let notify = match sys::env_value("NOTIFY_SOCKET").and_then(std::ffi::OsStr::to_str) {
+        Some(socket) if !socket.is_empty() && !config.nested => NotifyRelay::new(socket, credentials.as_ref().map(|c| (c.uid, c.gid)))
             .map_err(|source| Error::Setup { what: "cannot relay NOTIFY_SOCKET".into(), source })?,
         _ => None,
     };
@@ -137,7 +137,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
     }
     if let Some(c) = &credentials {
-        env.extend(c.env(|name| std::env::var_os(name).is_some()));
+        env.extend(c.env(|name| sys::env_value(name).is_some()));
     }
     // Empty unless stepping aside: the outer's flags, as the inner one's variables.
     env.extend(config.flags.iter().filter(|_| config.nested).map(|(name, value)| (name.to_string(), OsString::from(value))));

@@ -109,16 +109,16 @@ extern "C" {
     static environ: *const *const libc::c_char;
 }
 
-/// Runs `f` on lastcall's environment as the C library holds it, entry by entry, borrowed and
-/// not copied: start-up reads a few names of it and hands the rest to the app, and copying every
-/// entry (std's `vars_os`) cost a few thousand instructions each.
-pub fn with_environment<R>(f: impl FnOnce(&mut dyn Iterator<Item = &std::ffi::CStr>) -> R) -> R {
+/// lastcall's environment as the C library holds it, entry by entry, borrowed and not copied:
+/// start-up reads a few names of it and hands the rest to the app as they are. An entry is
+/// measured only when it is used whole: most are turned away by their first bytes.
+pub fn environment() -> impl Iterator<Item = EnvEntry> {
     // SAFETY: `environ` is null or a null-terminated array of pointers to NUL-terminated strings
     // (the process's start-up block, or the C library's copy). lastcall never changes its own
     // environment (no setenv, putenv or std::env::set_var) and has one thread, so neither the
-    // array nor the strings change or go away while `f` borrows them.
+    // array nor the strings change or go away while it runs.
     let mut at = unsafe { environ };
-    let mut entries = std::iter::from_fn(|| {
+    std::iter::from_fn(move || {
         if at.is_null() {
             return None;
         }
@@ -129,36 +129,90 @@ pub fn with_environment<R>(f: impl FnOnce(&mut dyn Iterator<Item = &std::ffi::CS
         }
         // SAFETY: the next slot exists, since this one was not the terminating null.
         at = unsafe { at.add(1) };
-        // SAFETY: a NUL-terminated string that outlives this call (above).
-        Some(unsafe { std::ffi::CStr::from_ptr(entry) })
-    });
-    f(&mut entries)
+        Some(EnvEntry(entry))
+    })
+}
+
+/// The value of the variable `name` in lastcall's environment, borrowed: no lock, no copy, and
+/// a scan that turns most entries away at their first byte (std's `var_os` does all three).
+pub fn env_value(name: &str) -> Option<&'static std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let entry = environment().find(|entry| entry.is_named(name.as_bytes()))?;
+    entry.whole().to_bytes().get(name.len() + 1..).map(std::ffi::OsStr::from_bytes)
+}
+
+/// One `KEY=VALUE` entry of lastcall's environment, which lives as long as lastcall does
+/// (`environment`).
+#[derive(Clone, Copy)]
+pub struct EnvEntry(*const libc::c_char);
+
+impl EnvEntry {
+    /// The entry's first bytes, at most `max`: as many as it has before its NUL.
+    pub fn head(self, max: usize) -> &'static [u8] {
+        let mut len = 0;
+        // SAFETY: a NUL-terminated string (`environment`): reading stops at its NUL.
+        while len < max && unsafe { *self.0.add(len) } != 0 {
+            len += 1;
+        }
+        // SAFETY: the `len` bytes just read, which live as long as lastcall (`environment`).
+        unsafe { std::slice::from_raw_parts(self.0.cast(), len) }
+    }
+
+    /// Whether the entry is `name=...`. Reads no further than the first byte that differs.
+    pub fn is_named(self, name: &[u8]) -> bool {
+        for (i, &expected) in name.iter().enumerate() {
+            // SAFETY: every byte before `i` matched a byte of `name`, none of them a NUL, so `i`
+            // is at most the entry's NUL (`environment`).
+            if expected == 0 || unsafe { *self.0.add(i) } as u8 != expected {
+                return false;
+            }
+        }
+        // SAFETY: as above: all of `name` matched, so this is at most the entry's NUL.
+        (unsafe { *self.0.add(name.len()) }) as u8 == b'='
+    }
+
+    /// The whole entry.
+    pub fn whole(self) -> &'static std::ffi::CStr {
+        // SAFETY: a NUL-terminated string that lives as long as lastcall (`environment`).
+        unsafe { std::ffi::CStr::from_ptr(self.0) }
+    }
 }
 
 /// The entries of directory `path` whose names are numbers (a /proc listing), the fd of the
-/// listing itself left out; None if it cannot be read whole. Read with getdents64 into a buffer
-/// on the stack: std's `read_dir` goes through musl's opendir, whose malloc maps and unmaps
-/// pages for it, on the start-up's path.
+/// listing itself left out; None if it cannot be read whole.
 pub fn numbered_entries(path: &std::ffi::CStr) -> Option<Vec<RawFd>> {
+    let mut fds = Vec::new();
+    let mut listing = -1;
+    let complete = each_entry(path, usize::MAX, |name, dir| {
+        listing = dir;
+        if let Some(fd) = std::str::from_utf8(name).ok().and_then(|d| d.parse::<RawFd>().ok()) {
+            fds.push(fd);
+        }
+    });
+    fds.retain(|&fd| fd != listing);
+    complete.then_some(fds)
+}
+
+/// Calls `visit` with the name of each entry of directory `path` (and the fd of the listing),
+/// at most `most` of them; whether the directory was read to its end. Read with getdents64 into
+/// a buffer on the stack: std's `read_dir` goes through musl's opendir, whose malloc maps and
+/// unmaps pages for it, on the start-up's path.
+pub fn each_entry(path: &std::ffi::CStr, most: usize, mut visit: impl FnMut(&[u8], RawFd)) -> bool {
     // SAFETY: a NUL-terminated path and flags, by value; the fd returned is ours to close.
     let dir = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
     if dir < 0 {
-        return None;
+        return false;
     }
     #[repr(C, align(8))]
     struct Buffer([u8; 2048]);
     let mut buffer = Buffer([0; 2048]);
-    let mut fds = Vec::new();
-    let mut complete = true;
-    loop {
+    let mut left = most;
+    let complete = 'listing: loop {
         // SAFETY: getdents64 writes at most the buffer's length into the buffer we own.
         let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, buffer.0.as_mut_ptr(), buffer.0.len()) };
-        let Ok(n) = usize::try_from(n) else {
-            complete = false;
-            break;
-        };
+        let Ok(n) = usize::try_from(n) else { break false };
         if n == 0 {
-            break;
+            break true;
         }
         let records = &buffer.0[..n.min(buffer.0.len())];
         let mut at = 0;
@@ -168,18 +222,25 @@ pub fn numbered_entries(path: &std::ffi::CStr) -> Option<Vec<RawFd>> {
             let length = usize::from(u16::from_ne_bytes([low, high]));
             // A record shorter than its header ends the listing (19..length is then no range: None).
             let Some(name) = record.get(19..length) else { break };
-            let digits = name.split(|&b| b == 0).next().unwrap_or_default();
-            if let Some(fd) = std::str::from_utf8(digits).ok().and_then(|d| d.parse::<RawFd>().ok()) {
-                if fd != dir {
-                    fds.push(fd);
-                }
+            if left == 0 {
+                break 'listing false;
             }
+            left -= 1;
+            visit(name.split(|&b| b == 0).next().unwrap_or_default(), dir);
             at += length;
         }
-    }
+    };
     // SAFETY: the fd opened above, closed once.
     unsafe { libc::close(dir) };
-    complete.then_some(fds)
+    complete
+}
+
+/// Takes `file`'s exclusive flock without waiting; whether it was free. The lock lasts until
+/// the file's last close.
+pub fn lock_exclusive_now(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on an fd the caller owns, with flags by value.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
 /// The soft limit on open fds.
@@ -375,6 +436,20 @@ pub fn random_u64() -> io::Result<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn environment_entries_are_read_only_as_far_as_needed() {
+        let entry = EnvEntry(c"NOTIFY_SOCKET=/run/x".as_ptr());
+        assert_eq!(entry.head(6), b"NOTIFY");
+        assert_eq!(entry.head(100), b"NOTIFY_SOCKET=/run/x");
+        assert!(entry.is_named(b"NOTIFY_SOCKET"));
+        assert!(!entry.is_named(b"NOTIFY"));
+        assert!(!entry.is_named(b"NOTIFY_SOCKET=/run/x/longer"));
+        assert!(!entry.is_named(b"NOTIFY_SOCKET\0"));
+        assert!(!EnvEntry(c"A".as_ptr()).is_named(b"A"));
+        assert_eq!(entry.whole(), c"NOTIFY_SOCKET=/run/x");
+    }
+
     use super::*;
 
     #[test]

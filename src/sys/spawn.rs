@@ -3,6 +3,7 @@
 //!
 //! May import: signals (through `super`'s signal calls).
 
+use std::borrow::Cow;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::RawFd;
@@ -25,7 +26,8 @@ pub enum Detach {
 /// Everything the child needs, prepared before the clone so that the child allocates nothing.
 pub struct ExecPlan {
     argv: Vec<CString>,
-    envp: Vec<Vec<u8>>,
+    /// Each entry with its NUL: inherited ones borrowed, the rest owned.
+    envp: Vec<Cow<'static, [u8]>>,
     /// Indexes into `envp` of the `PID_VARIABLES` entries whose digits the child fills in with its
     /// own pid.
     pid_slots: Vec<(usize, usize)>,
@@ -111,14 +113,20 @@ pub const PID_VARIABLES: [&str; 2] = ["LISTEN_PID", "WATCHDOG_PID"];
 
 impl ExecPlan {
     /// The child's entries of the `PID_VARIABLES` named in `renamed` are rewritten to its own pid.
-    pub fn new(argv: Vec<CString>, env: Vec<CString>, detach: Detach, take_terminal: bool, renamed: &[&str], mask: SigSet) -> ExecPlan {
-        let mut envp: Vec<Vec<u8>> = env.into_iter().map(CString::into_bytes_with_nul).collect();
+    pub fn new(argv: Vec<CString>, env: Vec<Cow<'static, CStr>>, detach: Detach, take_terminal: bool, renamed: &[&str], mask: SigSet) -> ExecPlan {
+        let mut envp: Vec<Cow<'static, [u8]>> = env
+            .into_iter()
+            .map(|entry| match entry {
+                Cow::Borrowed(entry) => Cow::Borrowed(entry.to_bytes_with_nul()),
+                Cow::Owned(entry) => Cow::Owned(entry.into_bytes_with_nul()),
+            })
+            .collect();
         let mut pid_slots = Vec::new();
         for name in renamed {
             let prefix = [name.as_bytes(), b"="].concat();
             if let Some(i) = envp.iter().position(|e| e.starts_with(&prefix)) {
                 // Room for any pid and the NUL, written by the child.
-                envp[i] = [&prefix[..], &[0u8; 12]].concat();
+                envp[i] = Cow::Owned([&prefix[..], &[0u8; 12]].concat());
                 pid_slots.push((i, prefix.len()));
             }
         }
@@ -195,7 +203,7 @@ const CHILD_STACK: usize = 16 * 1024;
 pub fn spawn(plan: &mut ExecPlan, exits: &ChildExitCodes) -> Result<libc::pid_t, StartFailure> {
     let argv: Vec<*const libc::c_char> =
         plan.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-    let pid_slots: Vec<*mut u8> = plan.pid_slots.iter().map(|&(i, at)| plan.envp[i][at..].as_mut_ptr()).collect();
+    let pid_slots: Vec<*mut u8> = plan.pid_slots.iter().map(|&(i, at)| plan.envp[i].to_mut()[at..].as_mut_ptr()).collect();
     let envp: Vec<*const libc::c_char> =
         plan.envp.iter().map(|e| e.as_ptr().cast()).chain(std::iter::once(std::ptr::null())).collect();
     // Made before the clone, so that the child allocates nothing; nothing at all under lastcall's
@@ -462,15 +470,16 @@ mod tests {
 
     #[test]
     fn pid_slots_are_only_made_when_asked_for() {
-        let env = || ["A=1", "LISTEN_PID=99", "WATCHDOG_PID=99"].map(|e| CString::new(e).unwrap()).to_vec();
+        // Inherited entries are borrowed, others owned: both kinds here.
+        let env = || vec![Cow::Borrowed(c"A=1"), Cow::Owned(CString::new("LISTEN_PID=99").unwrap()), Cow::Borrowed(c"WATCHDOG_PID=99")];
         let plan = ExecPlan::new(vec![], env(), Detach::Group, false, &["WATCHDOG_PID"], signal_set([]));
         assert_eq!(plan.pid_slots, vec![(2, "WATCHDOG_PID=".len())]);
         assert_eq!(plan.envp[2].len(), "WATCHDOG_PID=".len() + 12);
-        assert_eq!(plan.envp[1], b"LISTEN_PID=99\0");
+        assert_eq!(&plan.envp[1][..], b"LISTEN_PID=99\0");
         let plan = ExecPlan::new(vec![], env(), Detach::Group, false, &PID_VARIABLES, signal_set([]));
         assert_eq!(plan.pid_slots, vec![(1, "LISTEN_PID=".len()), (2, "WATCHDOG_PID=".len())]);
         let plan = ExecPlan::new(vec![], env(), Detach::Group, false, &[], signal_set([]));
         assert!(plan.pid_slots.is_empty());
-        assert_eq!(plan.envp[2], b"WATCHDOG_PID=99\0");
+        assert_eq!(&plan.envp[2][..], b"WATCHDOG_PID=99\0");
     }
 }
