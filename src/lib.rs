@@ -27,3 +27,6 @@ pub mod supervisor;
 pub mod sys;
 pub mod user;
 pub mod values;
+
+#[cfg(test)]
+mod layering;

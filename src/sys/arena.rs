@@ -4,9 +4,11 @@
 //! become resident. When the arena is full, allocations go to the system allocator.
 //!
 //! Blocks up to `MAX_CLASS` bytes come in power-of-two sizes, and a freed one goes on its size's
-//! free list for the next allocation of that size, so start-up's temporaries (the environment
-//! copied twice, strings built and dropped) reuse the same few pages. A larger block is cut
+//! free list for the next allocation of that size, so start-up's temporaries (strings built and
+//! dropped) reuse the same few pages. A larger block is cut
 //! from the top, and freeing it gives its room back only if nothing was cut after it.
+//!
+//! May import: nothing from the crate.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
