@@ -389,7 +389,7 @@ mod tests {
             counters: &counters,
             version: "0",
             personality: "lastcall",
-            phase: "running",
+            phase: crate::machine::Phase::Running.name(),
             shutdown: None,
             exit_code: None,
             exit_signal: None,

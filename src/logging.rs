@@ -41,12 +41,74 @@ pub fn json() -> bool {
     JSON.load(Ordering::Relaxed)
 }
 
-/// Every `event` a json line can carry. Untagged lines get `error`, `warning`, or, below
-/// warning level, `debug` (the -v diagnostics).
-pub const EVENTS: &[&str] = &[
-    "started", "signal", "deadline", "unready", "pre_stop", "forwarded", "grace", "grace_expired", "killed", "reaped",
-    "child_exit", "oom_kill", "notify", "exit", "error", "warning", "debug",
-];
+/// Every `event` a json line can carry, shared by the call sites, the tests and the docs.
+/// Untagged lines get `Error`, `Warning`, or, below warning level, `Debug` (the -v diagnostics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Started,
+    Signal,
+    Deadline,
+    Unready,
+    PreStop,
+    Forwarded,
+    Grace,
+    GraceExpired,
+    Killed,
+    Reaped,
+    ChildExit,
+    OomKill,
+    Notify,
+    Exit,
+    Error,
+    Warning,
+    Debug,
+}
+
+impl Event {
+    pub const ALL: [Event; 17] = [
+        Event::Started,
+        Event::Signal,
+        Event::Deadline,
+        Event::Unready,
+        Event::PreStop,
+        Event::Forwarded,
+        Event::Grace,
+        Event::GraceExpired,
+        Event::Killed,
+        Event::Reaped,
+        Event::ChildExit,
+        Event::OomKill,
+        Event::Notify,
+        Event::Exit,
+        Event::Error,
+        Event::Warning,
+        Event::Debug,
+    ];
+
+    /// The `event` field's value: `'static`, as the logger reads it back with `to_borrowed_str`.
+    #[inline(always)]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Event::Started => "started",
+            Event::Signal => "signal",
+            Event::Deadline => "deadline",
+            Event::Unready => "unready",
+            Event::PreStop => "pre_stop",
+            Event::Forwarded => "forwarded",
+            Event::Grace => "grace",
+            Event::GraceExpired => "grace_expired",
+            Event::Killed => "killed",
+            Event::Reaped => "reaped",
+            Event::ChildExit => "child_exit",
+            Event::OomKill => "oom_kill",
+            Event::Notify => "notify",
+            Event::Exit => "exit",
+            Event::Error => "error",
+            Event::Warning => "warning",
+            Event::Debug => "debug",
+        }
+    }
+}
 
 pub fn init(level: LevelFilter, format: Format) {
     JSON.store(format == Format::Json, Ordering::Relaxed);
@@ -141,9 +203,9 @@ fn write_json(out: &mut impl Write, record: &Record<'_>) -> io::Result<()> {
     let kvs = record.key_values();
     let tagged = kvs.get(Key::from_str("event"));
     let event = tagged.as_ref().and_then(Value::to_borrowed_str).unwrap_or(match record.level() {
-        Level::Error => "error",
-        Level::Warn => "warning",
-        _ => "debug",
+        Level::Error => Event::Error.name(),
+        Level::Warn => Event::Warning.name(),
+        _ => Event::Debug.name(),
     });
     let level = match record.level() {
         Level::Error => "error",
@@ -400,8 +462,9 @@ impl Write for Stderr {
                 let _ = if json() {
                     writeln!(
                         cursor,
-                        "{{\"ts\":\"{}\",\"level\":\"warn\",\"event\":\"warning\",\"message\":\"{} log lines dropped\"}}",
+                        "{{\"ts\":\"{}\",\"level\":\"warn\",\"event\":\"{}\",\"message\":\"{} log lines dropped\"}}",
                         Timestamp(SystemTime::now()),
+                        Event::Warning.name(),
                         self.dropped
                     )
                 } else {
@@ -475,6 +538,28 @@ impl Repeated {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn event_names_are_unique_and_all_listed() {
+        for (i, event) in Event::ALL.into_iter().enumerate() {
+            assert_eq!(event as usize, i, "ALL holds every event, in order");
+            let clash = Event::ALL.iter().filter(|e| e.name() == event.name()).count();
+            assert_eq!(clash, 1, "{event:?}'s name {:?} is used twice", event.name());
+        }
+        assert_eq!(Event::ALL.len(), Event::Debug as usize + 1);
+    }
+
+    /// docs/observability.md's table of events is the vocabulary, no more and no less.
+    #[test]
+    fn the_docs_list_every_event() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/observability.md")).unwrap();
+        let table = doc.split("| event | when |").nth(1).expect("the table of events").split("\n\n").next().unwrap();
+        let mut listed: Vec<&str> = table.lines().filter_map(|row| row.strip_prefix("| `")?.split('`').next()).collect();
+        let mut names: Vec<&str> = Event::ALL.iter().map(|e| e.name()).collect();
+        listed.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(listed, names, "the events docs/observability.md lists");
+    }
 
     #[test]
     fn seconds_are_exact_without_trailing_zeros() {

@@ -6,11 +6,12 @@
 //! age, the app's exit) is read off the supervisor's state when a scrape asks, and only then is
 //! text built.
 //!
-//! May import: signals.
+//! May import: machine (`Phase`'s names), signals.
 
 use std::fmt::Write;
 use std::time::Duration;
 
+use crate::machine::Phase;
 use crate::signals::{Sig, MAX_SIGNAL};
 
 const SLOTS: usize = MAX_SIGNAL as usize + 1;
@@ -44,15 +45,12 @@ pub fn add(table: &mut [u64; SLOTS], sig: Sig, n: u64) {
     }
 }
 
-/// The phases `lastcall_phase` has a series for, in the machine's order.
-pub const PHASES: [&str; 5] = ["running", "pre_stop", "draining", "killing", "exited"];
-
 /// Everything a scrape shows, gathered when one is answered.
 pub struct Snapshot<'a> {
     pub counters: &'a Counters,
     pub version: &'a str,
     pub personality: &'a str,
-    /// One of `PHASES`.
+    /// One of `Phase::NAMES`.
     pub phase: &'a str,
     /// Since the first termination signal, if one came.
     pub shutdown: Option<Duration>,
@@ -77,7 +75,7 @@ impl Snapshot<'_> {
             label(self.personality)
         );
         family(out, "lastcall_phase", "gauge", "The shutdown's phase: 1 for the current one.");
-        for phase in PHASES {
+        for phase in Phase::NAMES {
             let _ = writeln!(out, "lastcall_phase{{phase=\"{phase}\"}} {}", u8::from(phase == self.phase));
         }
         for (name, help, table) in [
@@ -135,7 +133,7 @@ mod tests {
             counters,
             version: "0.1.0",
             personality: "lastcall",
-            phase: "draining",
+            phase: Phase::Draining { until: None }.name(),
             shutdown: Some(Duration::from_millis(1500)),
             exit_code: None,
             exit_signal: None,
@@ -146,6 +144,18 @@ mod tests {
         }
         .render(&mut out);
         out
+    }
+
+    /// One series for each phase: the names are unique, and the current one alone is 1.
+    #[test]
+    fn a_series_for_each_phase() {
+        let text = snapshot(&Counters::default());
+        for name in Phase::NAMES {
+            let series = format!("lastcall_phase{{phase=\"{name}\"}} ");
+            assert_eq!(text.matches(&series).count(), 1, "{name}: {text}");
+        }
+        assert_eq!(text.matches("lastcall_phase{").count(), Phase::NAMES.len(), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("lastcall_phase{") && l.ends_with(" 1")).count(), 1, "{text}");
     }
 
     #[test]

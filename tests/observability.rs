@@ -9,20 +9,22 @@ use std::fs;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
+use lastcall::logging::Event;
+use lastcall::machine::Phase;
+use lastcall::signals::Sig;
 
 const SEC: Duration = Duration::from_secs(1);
 
 /// Every line of `log` through python3's json module: one object each, with ts (RFC 3339 UTC,
-/// milliseconds), level, an event from the vocabulary, a message, and the fields typed. Returns
-/// the events in order. Panics with the checker's words if a line fails.
-fn parse_json_log(log: &[u8]) -> Vec<String> {
+/// milliseconds), level, an event from the crate's `Event`, a message, and the fields typed.
+/// Returns the events in order. Panics with the checker's words if a line fails.
+fn parse_json_log(log: &[u8]) -> Vec<Event> {
     const CHECK: &str = r#"
 import json, re, sys
-EVENTS = {"started", "signal", "deadline", "unready", "pre_stop", "forwarded", "grace", "grace_expired", "killed",
-          "reaped", "child_exit", "oom_kill", "notify", "exit", "error", "warning", "debug"}
+EVENTS = set(sys.argv[1:])
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 raw = sys.stdin.buffer.read()
 assert raw.endswith(b"\n"), "the log ends mid-line"
@@ -41,6 +43,7 @@ for n, line in enumerate(raw.split(b"\n")[:-1], 1):
 "#;
     let mut child = Command::new("python3")
         .args(["-c", CHECK])
+        .args(Event::ALL.map(Event::name))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -55,7 +58,8 @@ for n, line in enumerate(raw.split(b"\n")[:-1], 1):
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(log)
     );
-    String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+    let named = |line: &str| Event::ALL.into_iter().find(|e| e.name() == line).expect("the checker printed an event");
+    String::from_utf8(out.stdout).unwrap().lines().map(named).collect()
 }
 
 /// A shutdown at -vv with hostile argv (quotes, backslashes, a newline, a control character,
@@ -77,17 +81,18 @@ fn json_log_every_line_parses() {
     wait_until(10 * SEC, "the app to start", || dir.join("ready").exists().then_some(()));
     kill(pid, libc::SIGHUP);
     wait_until(10 * SEC, "the orphan to be reaped", || {
-        fs::read_to_string(dir.join("stderr")).unwrap_or_default().contains("\"event\":\"reaped\"").then_some(())
+        fs::read_to_string(dir.join("stderr")).unwrap_or_default().contains(&format!("\"event\":\"{}\"", Event::Reaped.name())).then_some(())
     });
     kill(pid, libc::SIGTERM);
     let status = wait_until(10 * SEC, "lastcall to exit", || run.0.try_wait().unwrap());
     assert_eq!(status.code(), Some(7));
     let log = fs::read(dir.join("stderr")).unwrap();
     let events = parse_json_log(&log);
-    for wanted in ["started", "forwarded", "reaped", "signal", "unready", "grace", "child_exit", "exit"] {
-        assert!(events.iter().any(|e| e == wanted), "no '{wanted}' event in {events:?}");
+    let wanted = [Event::Started, Event::Forwarded, Event::Reaped, Event::Signal, Event::Unready, Event::Grace, Event::ChildExit, Event::Exit];
+    for wanted in wanted {
+        assert!(events.contains(&wanted), "no {wanted:?} event in {events:?}");
     }
-    assert_eq!(events.last().map(String::as_str), Some("exit"), "{events:?}");
+    assert_eq!(events.last(), Some(&Event::Exit), "{events:?}");
     let text = String::from_utf8(log).unwrap();
     assert!(text.contains(r#"\"ird\\\\ \\n\\u{1} \\xFF\\xFE end"#), "argv escaped twice over (Debug, then JSON):\n{text}");
 }
@@ -98,10 +103,10 @@ fn json_error_line_parses() {
     let path = OsString::from_vec(b"/no/such/\xff\"dir\"/prog".to_vec());
     let out = Command::new(LASTCALL).args(["--log-format", "json", "--"]).arg(&path).stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(127));
-    assert_eq!(parse_json_log(&out.stderr), vec!["error"], "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(parse_json_log(&out.stderr), vec![Event::Error], "{}", String::from_utf8_lossy(&out.stderr));
     // The variable does it too, and text stays the default.
     let out = Command::new(LASTCALL).env("LASTCALL_LOG_FORMAT", "json").arg("/no/such/prog").output().unwrap();
-    assert_eq!(parse_json_log(&out.stderr), vec!["error"]);
+    assert_eq!(parse_json_log(&out.stderr), vec![Event::Error]);
     let out = Command::new(LASTCALL).arg("/no/such/prog").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("lastcall: "), "{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -111,10 +116,10 @@ fn json_error_line_parses() {
 fn json_usage_error_parses() {
     let out = Command::new(LASTCALL).args(["--log-format", "json", "--grace", "ten", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(parse_json_log(&out.stderr), vec!["error"], "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(parse_json_log(&out.stderr), vec![Event::Error], "{}", String::from_utf8_lossy(&out.stderr));
     let out = Command::new(LASTCALL).env("LASTCALL_LOG_FORMAT", "json").args(["--no-such-flag", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(parse_json_log(&out.stderr), vec!["error"], "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(parse_json_log(&out.stderr), vec![Event::Error], "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A bad format is a usage error naming the variable.
@@ -164,6 +169,11 @@ fn value(metrics: &str, series: &str) -> Option<String> {
     metrics.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ').map(str::to_string))
 }
 
+/// `lastcall_phase`'s series for `p`.
+fn phase(p: Phase) -> String {
+    format!("lastcall_phase{{phase=\"{}\"}}", p.name())
+}
+
 /// /metrics before and during a shutdown: Prometheus' validator accepts it each time, and the
 /// counts are the ones that happened.
 #[test]
@@ -176,7 +186,7 @@ fn metrics_pass_promtool_and_count() {
     wait_until(10 * SEC, "the app's trap", || dir.join("ready").exists().then_some(()));
     let before = wait_until(10 * SEC, "/metrics", || http_get(port, "/metrics", SEC).filter(|(s, _)| *s == 200).map(|(_, b)| b));
     promtool_check(&before);
-    assert_eq!(value(&before, "lastcall_phase{phase=\"running\"}").as_deref(), Some("1"), "{before}");
+    assert_eq!(value(&before, &phase(Phase::Running)).as_deref(), Some("1"), "{before}");
     assert!(value(&before, "lastcall_shutdown_seconds").is_none(), "absent before the first termination signal:\n{before}");
     assert!(before.contains("lastcall_info{version=\"") && before.contains("personality=\"lastcall\"} 1"), "{before}");
     // One at a time: a second HUP sent while the first is pending would merge with it.
@@ -193,12 +203,12 @@ fn metrics_pass_promtool_and_count() {
     run.signal(libc::SIGTERM);
     let during = wait_until(10 * SEC, "the pre-stop phase", || {
         let m = metrics(port);
-        (value(&m, "lastcall_phase{phase=\"pre_stop\"}").as_deref() == Some("1")).then_some(m)
+        (value(&m, &phase(Phase::PreStop { until: Instant::now(), pending: Sig::TERM })).as_deref() == Some("1")).then_some(m)
     });
     promtool_check(&during);
     assert_eq!(value(&during, "lastcall_signals_received_total{signal=\"SIGHUP\"}").as_deref(), Some("2"), "{during}");
     assert_eq!(value(&during, "lastcall_signals_received_total{signal=\"SIGTERM\"}").as_deref(), Some("1"), "{during}");
-    assert_eq!(value(&during, "lastcall_phase{phase=\"running\"}").as_deref(), Some("0"), "{during}");
+    assert_eq!(value(&during, &phase(Phase::Running)).as_deref(), Some("0"), "{during}");
     let age: f64 = value(&during, "lastcall_shutdown_seconds").expect("shutdown_seconds after TERM").parse().unwrap();
     assert!((0.0..30.0).contains(&age), "{during}");
     assert!(value(&during, "lastcall_app_exit_code").is_none(), "{during}");
@@ -230,7 +240,7 @@ fn metrics_show_the_apps_exit() {
         promtool_check(&m);
         assert_eq!(value(&m, "lastcall_app_exit_code").as_deref(), Some(code), "{m}");
         assert_eq!(value(&m, "lastcall_app_exit_signal").as_deref(), signal, "{m}");
-        assert_eq!(value(&m, "lastcall_phase{phase=\"draining\"}").as_deref(), Some("1"), "the orphan holds the shutdown open:\n{m}");
+        assert_eq!(value(&m, &phase(Phase::Draining { until: None })).as_deref(), Some("1"), "the orphan holds the shutdown open:\n{m}");
     }
 }
 
@@ -282,9 +292,9 @@ fn oom_killed_app_is_named_in_both_formats() {
     let mut run = start_in(&cgroup, &json, &["--log-format", "json", "--", "python3", "-c", HOG]);
     assert_eq!(exit_code_of(&mut run), 128 + libc::SIGKILL);
     let log = fs::read(&json).unwrap();
-    assert!(parse_json_log(&log).iter().any(|e| e == "oom_kill"), "{}", String::from_utf8_lossy(&log));
+    assert!(parse_json_log(&log).contains(&Event::OomKill), "{}", String::from_utf8_lossy(&log));
     let log = String::from_utf8(log).unwrap();
-    let line = log.lines().find(|l| l.contains("\"oom_kill\"")).unwrap();
+    let line = log.lines().find(|l| l.contains(&format!("\"{}\"", Event::OomKill.name()))).unwrap();
     assert!(line.contains("\"level\":\"error\"") && line.contains("\"message\":\"app killed by the OOM killer (limit 64 MiB)\""), "{line}");
     assert!(line.contains("\"code\":137") && line.contains("\"signal\":\"SIGKILL\""), "{line}");
 }

@@ -140,14 +140,19 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// The phase's name in /metrics (`metrics::PHASES`).
+    /// Every phase's name, in the machine's order: /metrics has a series for each.
+    pub const NAMES: [&'static str; 5] = ["running", "pre_stop", "draining", "killing", "exited"];
+
+    /// The phase's name in /metrics, one of `NAMES`.
     pub fn name(&self) -> &'static str {
+        // Destructured, so that a phase added here without its name (or the reverse) fails to build.
+        let [running, pre_stop, draining, killing, exited] = Self::NAMES;
         match self {
-            Phase::Running => "running",
-            Phase::PreStop { .. } => "pre_stop",
-            Phase::Draining { .. } => "draining",
-            Phase::Killing { .. } => "killing",
-            Phase::Exited => "exited",
+            Phase::Running => running,
+            Phase::PreStop { .. } => pre_stop,
+            Phase::Draining { .. } => draining,
+            Phase::Killing { .. } => killing,
+            Phase::Exited => exited,
         }
     }
 }
