@@ -11,12 +11,13 @@
 //! own cgroup's; an OOM kill in an ancestor's limit is counted there (on v2 `memory.events`
 //! counts the kills of descendants too, so one in a child cgroup is seen).
 //!
-//! May import: nothing from the crate (a leaf).
+//! May import: procfs (lastcall's own cgroups).
 
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::procfs;
 
 /// Where the memory controller is mounted: v1's hierarchy, then the v2 tree (a hybrid host's
 /// v2 tree at /sys/fs/cgroup/unified has no memory controller while v1 has it).
@@ -34,48 +35,26 @@ pub struct OomCounter {
 impl OomCounter {
     /// Opens lastcall's own cgroup's counter, if there is one to read.
     pub fn open() -> Option<OomCounter> {
-        // Read into a buffer of a size that fits: read_to_string asks for the file's size and
-        // position first (two more system calls, on the start-up's path), and /proc says 0.
-        let mut buffer = [0u8; 4096];
-        let mut file = File::open("/proc/self/cgroup").ok()?;
-        let mut filled = 0;
-        while filled < buffer.len() {
-            match file.read(&mut buffer[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
-        }
-        // A longer file (deep paths in many hierarchies) is read on as a whole.
-        let longer;
-        let text = if filled < buffer.len() {
-            &buffer[..filled]
-        } else {
-            let mut all = buffer.to_vec();
-            file.read_to_end(&mut all).ok()?;
-            longer = all;
-            &longer[..]
-        };
-        let cgroups = std::str::from_utf8(text).ok()?;
-        let (v1, v2) = own_paths(cgroups);
-        let tries = [
-            v1.map(|p| (V1_ROOT, p, "memory.oom_control", "memory.limit_in_bytes")),
-            v2.map(|p| (V2_ROOT, p, "memory.events", "memory.max")),
-        ];
-        for (root, path, events, limit) in tries.into_iter().flatten() {
-            // The path /proc shows is the host's when lastcall is in a container whose cgroup is
-            // mounted as the root of its view (Docker on v1, a private cgroup namespace shows
-            // "/" anyway): the mount's root is then lastcall's own cgroup.
-            for dir in [Path::new(root).join(path.trim_start_matches('/')), PathBuf::from(root)] {
-                if let Some(counter) = open_nofollow(&dir.join(events)) {
-                    let mut oom = OomCounter { counter, limit: dir.join(limit), seen: 0 };
-                    oom.seen = oom.read_count()?;
-                    return Some(oom);
+        procfs::own_cgroups(|cgroups| {
+            let (v1, v2) = own_paths(cgroups);
+            let tries = [
+                v1.map(|p| (V1_ROOT, p, "memory.oom_control", "memory.limit_in_bytes")),
+                v2.map(|p| (V2_ROOT, p, "memory.events", "memory.max")),
+            ];
+            for (root, path, events, limit) in tries.into_iter().flatten() {
+                // The path /proc shows is the host's when lastcall is in a container whose cgroup
+                // is mounted as the root of its view (Docker on v1, a private cgroup namespace
+                // shows "/" anyway): the mount's root is then lastcall's own cgroup.
+                for dir in [Path::new(root).join(path.trim_start_matches('/')), PathBuf::from(root)] {
+                    if let Some(counter) = open_nofollow(&dir.join(events)) {
+                        let mut oom = OomCounter { counter, limit: dir.join(limit), seen: 0 };
+                        oom.seen = oom.read_count()?;
+                        return Some(oom);
+                    }
                 }
             }
-        }
-        None
+            None
+        })
     }
 
     /// How many OOM kills since the last call (one pread).
@@ -105,17 +84,16 @@ fn open_nofollow(path: &Path) -> Option<File> {
 }
 
 /// lastcall's cgroup path in the v1 memory hierarchy and in the v2 tree, from /proc/self/cgroup.
-fn own_paths(text: &str) -> (Option<&str>, Option<&str>) {
+fn own_paths(text: &[u8]) -> (Option<&str>, Option<&str>) {
     let (mut v1, mut v2) = (None, None);
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    for line in procfs::cgroup_lines(text) {
+        let Ok(path) = std::str::from_utf8(line.path) else { continue };
         if path.split('/').any(|c| c == "..") {
             continue;
         }
-        if controllers.is_empty() {
+        if line.unified {
             v2 = Some(path);
-        } else if controllers.split(',').any(|c| c == "memory") {
+        } else if line.controllers.split(|&b| b == b',').any(|c| c == b"memory") {
             v1 = Some(path);
         }
     }
@@ -164,11 +142,11 @@ mod tests {
 
     #[test]
     fn own_cgroup_paths() {
-        let v1 = "9:name=systemd:/\n4:memory:/process_api/1d25\n3:cpuset:/\n0::/\n";
+        let v1 = b"9:name=systemd:/\n4:memory:/process_api/1d25\n3:cpuset:/\n0::/\n";
         assert_eq!(own_paths(v1), (Some("/process_api/1d25"), Some("/")));
-        assert_eq!(own_paths("0::/kubepods/pod1/c1\n"), (None, Some("/kubepods/pod1/c1")));
-        assert_eq!(own_paths("5:cpu,memory:/docker/abc\n"), (Some("/docker/abc"), None));
-        assert_eq!(own_paths("0::/../escape\n"), (None, None));
+        assert_eq!(own_paths(b"0::/kubepods/pod1/c1\n"), (None, Some("/kubepods/pod1/c1")));
+        assert_eq!(own_paths(b"5:cpu,memory:/docker/abc\n"), (Some("/docker/abc"), None));
+        assert_eq!(own_paths(b"0::/../escape\n"), (None, None));
     }
 
     #[test]

@@ -364,12 +364,6 @@ pub fn monotonic_ns() -> u64 {
     secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
-/// The process group of `pid` (getpgid), without /proc.
-pub fn process_group(pid: libc::pid_t) -> nix::Result<libc::pid_t> {
-    // SAFETY: getpgid takes a pid by value.
-    Errno::result(unsafe { libc::getpgid(pid) })
-}
-
 /// lastcall's effective uid and gid: whom the files it makes belong to.
 pub fn effective_ids() -> (u32, u32) {
     // SAFETY: geteuid and getegid take nothing and cannot fail.
