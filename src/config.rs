@@ -1,7 +1,10 @@
 //! What a run and a probe are configured to do: `Config` and `ProbeConfig`, as `cli` builds them
 //! and the supervisor and the probe read them.
 //!
-//! May import: logging (`Format`), machine (`UnreadyOn`), personality, signals, user.
+//! Every choice a personality makes is resolved by `cli` into the fields below, so the supervisor
+//! reads what to do and never which name it runs under.
+//!
+//! May import: logging (`Format`), machine (`OnMainExit`, `UnreadyOn`), personality, signals, user.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -11,9 +14,9 @@ use std::time::Duration;
 use log::LevelFilter;
 
 use crate::logging::Format;
-use crate::machine::UnreadyOn;
-use crate::personality::Personality;
-use crate::signals::Sig;
+use crate::machine::{OnMainExit, UnreadyOn};
+use crate::personality::{ChildSignals, Exits};
+use crate::signals::{Sig, Suspend};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -46,10 +49,32 @@ pub struct Config {
     pub no_new_privs: bool,
     pub log_level: LevelFilter,
     pub log_format: Format,
-    /// Who lastcall is, by the name it was run under: its defaults are already in the fields
-    /// above; the supervisor reads the rest (what happens when the main child exits, job
-    /// control, exec failures).
-    pub personality: &'static Personality,
+    /// The name lastcall runs under, as its messages and /metrics show it.
+    pub name: &'static str,
+    /// Not PID 1 and no subreaper: say that orphans will not come back to be reaped.
+    pub warn_without_subreaper: bool,
+    /// The app finds LASTCALL_PRE_STOP_MS, LASTCALL_GRACE_MS and LASTCALL_CLOCK_ZERO_NS in its
+    /// environment.
+    pub deadlines_in_env: bool,
+    /// With `single_child` and no `setsid`, the child still gets a process group of its own.
+    pub own_group_for_single_child: bool,
+    /// The signal mask and dispositions the app starts with.
+    pub child_signals: ChildSignals,
+    /// lastcall leaves its directory while the app runs, so that it keeps no mount busy.
+    pub leaves_cwd: bool,
+    /// A file exec refuses as no program runs as `/bin/sh FILE ARGS...`.
+    pub scripts_through_sh: bool,
+    /// What the rest get when the main child exits.
+    pub on_main_exit: OnMainExit,
+    /// What the app gets for TSTP, TTIN and TTOU before lastcall stops itself; `None`: TSTP is
+    /// forwarded, TTIN and TTOU dropped.
+    pub suspend: Option<Suspend>,
+    /// SIGCONT right after each stop signal of the shutdown.
+    pub cont_after_stop: bool,
+    /// The text log names a process the OOM killer killed.
+    pub names_oom_kills: bool,
+    /// The exit codes of a failed start, and how lastcall ends.
+    pub exits: Exits,
     /// Said once at start-up, as warnings: `LASTCALL_*` variables lastcall does not know.
     pub warnings: Vec<String>,
     /// The options given on the command line with a value, as the variables that say the same
@@ -182,10 +207,21 @@ mod tests {
             no_new_privs: false,
             log_level: LevelFilter::Info,
             log_format: Format::Text,
-            personality: &crate::personality::LASTCALL,
             warnings: vec!["a warning".into()],
             flags: flags.iter().map(|&(n, v)| (n, v.to_string())).collect(),
             nested: false,
+            name: "lastcall",
+            warn_without_subreaper: false,
+            deadlines_in_env: true,
+            own_group_for_single_child: true,
+            child_signals: ChildSignals::Inherited,
+            leaves_cwd: true,
+            scripts_through_sh: false,
+            on_main_exit: OnMainExit::StopTheRest,
+            suspend: None,
+            cont_after_stop: true,
+            names_oom_kills: true,
+            exits: crate::personality::LASTCALL.exits(),
         }
     }
 

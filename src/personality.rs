@@ -17,9 +17,10 @@
 //! May import: machine (`OnMainExit`), reap (`Status`), signals (`Sig`).
 //!
 //! A personality is data: which spellings exist, how the peer's variables read, and the defaults
-//! that differ. The rest of lastcall reads these fields and never compares names. lastcall's own
-//! `LASTCALL_*` variables work under every name and win over the peer's variables, so a
-//! dumb-init image gains a pre-stop with `ENV LASTCALL_PRE_STOP=5s` and nothing else.
+//! that differ. `cli` reads these fields once, into `Config`, and nothing compares names.
+//! lastcall's own `LASTCALL_*` variables work under every name and win over the peer's
+//! variables, so a dumb-init image gains a pre-stop with `ENV LASTCALL_PRE_STOP=5s` and nothing
+//! else.
 //!
 //! | field                | lastcall              | tini 0.19                   | dumb-init 1.2.5                |
 //! |----------------------|-----------------------|-----------------------------|--------------------------------|
@@ -75,6 +76,59 @@ impl Ending {
         match self {
             Ending::Code(code) => code,
             Ending::Signal(sig) => 128 + sig.0,
+        }
+    }
+}
+
+/// How lastcall ends and what its child exits with when its start fails, taken from a
+/// personality's row once (`Personality::exits`) so that the supervisor needs no name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exits {
+    /// Exit codes for an errno that stopped exec, and for any other.
+    pub exec_codes: &'static [(i32, i32)],
+    pub exec_other: i32,
+    /// The child's exit code when a step of its own before exec fails.
+    pub setup: i32,
+    /// An exec failure is the child's exit code, so `-e` maps it (tini's).
+    pub remap_exec_failure: bool,
+    /// Not PID 1, die of the signal the app died of rather than exit 128+N.
+    pub reraise_signal_death: bool,
+}
+
+impl Exits {
+    /// The exit code when exec fails with `errno`.
+    pub fn exec_failure_code(&self, errno: Option<i32>) -> i32 {
+        errno
+            .and_then(|e| self.exec_codes.iter().find(|(n, _)| *n == e))
+            .map_or(self.exec_other, |&(_, code)| code)
+    }
+
+    /// The exit code when the command could not be started: `code`, this personality's for the
+    /// failure, or 0 where `-e` (`remap_exit`) maps it. Only tini's exec failure (`exec`) is
+    /// mapped: it is its child's exit code.
+    pub fn start_failure_exit(&self, code: i32, exec: bool, remap_exit: &[i32]) -> i32 {
+        if exec && self.remap_exec_failure && remap_exit.contains(&code) {
+            0
+        } else {
+            code
+        }
+    }
+
+    /// How lastcall ends once the event loop returned `code`, the main child having ended as
+    /// `main`: 0 where `-e` (`remap_exit`) maps the code; by the app's own signal when it died
+    /// of one, lastcall is not PID 1 (which cannot kill itself) and this personality re-raises
+    /// (`reraise_signal_death`); else with the code.
+    pub fn ending(&self, code: i32, main: Option<Status>, pid1: bool, remap_exit: &[i32]) -> Ending {
+        if remap_exit.contains(&code) {
+            Ending::Code(0)
+        } else {
+            match main {
+                // Transparent: the parent reads the app's own death (not as PID 1, which cannot).
+                Some(status @ Status::Signaled(sig, _)) if !pid1 && code == status.code() && self.reraise_signal_death => {
+                    Ending::Signal(sig)
+                }
+                _ => Ending::Code(code),
+            }
         }
     }
 }
@@ -453,37 +507,17 @@ impl Personality {
 
     /// The exit code when exec fails with `errno`.
     pub fn exec_failure_code(&self, errno: Option<i32>) -> i32 {
-        errno
-            .and_then(|e| self.exec_codes.iter().find(|(n, _)| *n == e))
-            .map_or(self.exec_other, |&(_, code)| code)
+        self.exits().exec_failure_code(errno)
     }
 
-    /// The exit code when the command could not be started: `code`, this personality's for the
-    /// failure, or 0 where `-e` (`remap_exit`) maps it. Only tini's exec failure (`exec`) is
-    /// mapped: it is its child's exit code.
-    pub fn start_failure_exit(&self, code: i32, exec: bool, remap_exit: &[i32]) -> i32 {
-        if exec && self.remap_exec_failure && remap_exit.contains(&code) {
-            0
-        } else {
-            code
-        }
-    }
-
-    /// How lastcall ends once the event loop returned `code`, the main child having ended as
-    /// `main`: 0 where `-e` (`remap_exit`) maps the code; by the app's own signal when it died
-    /// of one, lastcall is not PID 1 (which cannot kill itself) and this personality re-raises
-    /// (`reraise_signal_death`); else with the code.
-    pub fn ending(&self, code: i32, main: Option<Status>, pid1: bool, remap_exit: &[i32]) -> Ending {
-        if remap_exit.contains(&code) {
-            Ending::Code(0)
-        } else {
-            match main {
-                // Transparent: the parent reads the app's own death (not as PID 1, which cannot).
-                Some(status @ Status::Signaled(sig, _)) if !pid1 && code == status.code() && self.reraise_signal_death => {
-                    Ending::Signal(sig)
-                }
-                _ => Ending::Code(code),
-            }
+    /// This name's exit codes and how it ends, as `Config` carries them to the supervisor.
+    pub fn exits(&self) -> Exits {
+        Exits {
+            exec_codes: self.exec_codes,
+            exec_other: self.exec_other,
+            setup: self.setup_exit,
+            remap_exec_failure: self.remap_exec_failure,
+            reraise_signal_death: self.reraise_signal_death,
         }
     }
 
@@ -526,23 +560,23 @@ mod tests {
     fn endings_follow_each_peer() {
         let term = Some(Status::Signaled(Sig::TERM, false));
         // Not PID 1: lastcall dies of the app's signal; the peers exit 128+N.
-        assert_eq!(LASTCALL.ending(143, term, false, &[]), Ending::Signal(Sig::TERM));
-        assert_eq!(TINI.ending(143, term, false, &[]), Ending::Code(143));
-        assert_eq!(DUMB_INIT.ending(143, term, false, &[]), Ending::Code(143));
+        assert_eq!(LASTCALL.exits().ending(143, term, false, &[]), Ending::Signal(Sig::TERM));
+        assert_eq!(TINI.exits().ending(143, term, false, &[]), Ending::Code(143));
+        assert_eq!(DUMB_INIT.exits().ending(143, term, false, &[]), Ending::Code(143));
         // PID 1 cannot kill itself; a code other than the app's (the escalation's 137) is kept.
-        assert_eq!(LASTCALL.ending(143, term, true, &[]), Ending::Code(143));
-        assert_eq!(LASTCALL.ending(137, term, false, &[]), Ending::Code(137));
-        assert_eq!(LASTCALL.ending(3, Some(Status::Exited(3)), false, &[]), Ending::Code(3));
-        assert_eq!(LASTCALL.ending(125, None, false, &[]), Ending::Code(125));
+        assert_eq!(LASTCALL.exits().ending(143, term, true, &[]), Ending::Code(143));
+        assert_eq!(LASTCALL.exits().ending(137, term, false, &[]), Ending::Code(137));
+        assert_eq!(LASTCALL.exits().ending(3, Some(Status::Exited(3)), false, &[]), Ending::Code(3));
+        assert_eq!(LASTCALL.exits().ending(125, None, false, &[]), Ending::Code(125));
         // `-e` maps a code to 0 before anything else.
-        assert_eq!(LASTCALL.ending(143, term, false, &[143]), Ending::Code(0));
-        assert_eq!(TINI.ending(3, Some(Status::Exited(3)), true, &[3]), Ending::Code(0));
+        assert_eq!(LASTCALL.exits().ending(143, term, false, &[143]), Ending::Code(0));
+        assert_eq!(TINI.exits().ending(3, Some(Status::Exited(3)), true, &[3]), Ending::Code(0));
         assert_eq!([Ending::Code(3), Ending::Signal(Sig::TERM)].map(Ending::code), [3, 143]);
         // Only tini's exec failure is its child's code, which `-e` maps.
-        assert_eq!(TINI.start_failure_exit(127, true, &[127]), 0);
-        assert_eq!(TINI.start_failure_exit(1, false, &[1]), 1);
-        assert_eq!(LASTCALL.start_failure_exit(127, true, &[127]), 127);
-        assert_eq!(DUMB_INIT.start_failure_exit(2, true, &[2]), 2);
+        assert_eq!(TINI.exits().start_failure_exit(127, true, &[127]), 0);
+        assert_eq!(TINI.exits().start_failure_exit(1, false, &[1]), 1);
+        assert_eq!(LASTCALL.exits().start_failure_exit(127, true, &[127]), 127);
+        assert_eq!(DUMB_INIT.exits().start_failure_exit(2, true, &[2]), 2);
     }
 
     #[test]

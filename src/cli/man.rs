@@ -39,6 +39,20 @@ pub fn page(version: &str, date: &str) -> String {
         man.push_str(s);
         man.push('\n');
     };
+    name_and_synopsis(&mut line, version, date);
+    line(".SH OPTIONS");
+    for opt in OPTIONS {
+        option(&mut line, opt);
+    }
+    probes(&mut line);
+    values(&mut line);
+    environment(&mut line);
+    timeline_and_exit_status(&mut line);
+    man
+}
+
+/// The header, NAME, SYNOPSIS and DESCRIPTION.
+fn name_and_synopsis(line: &mut impl FnMut(&str), version: &str, date: &str) {
     line(&format!(".TH LASTCALL 1 {date} \"lastcall {}\" \"User Commands\"", text(version)));
     // No hyphenation, left-aligned: option and variable names must not break.
     line(".nh");
@@ -55,10 +69,9 @@ pub fn page(version: &str, date: &str) -> String {
     line(&text(&ABOUT.replace('\n', " ").replacen("lastcall: a tiny init for containers. It", "lastcall", 1)));
     line(".PP");
     line("Every option can also be set by the variable shown; a flag wins over its variable. Options end at the first word that is not one, so \\fBlastcall sh \\-c x\\fR runs \\fBsh \\-c x\\fR. Installed under the name \\fBtini\\fR, \\fBtini-static\\fR or \\fBdumb-init\\fR, lastcall reads that program's flags and behaves as it does.");
-    line(".SH OPTIONS");
-    for opt in OPTIONS {
-        option(&mut line, opt);
-    }
+}
+
+fn probes(line: &mut impl FnMut(&str)) {
     line(".SH PROBES");
     line("For images with no shell or curl, as a HEALTHCHECK or a Kubernetes exec probe:");
     line(".TP");
@@ -70,8 +83,11 @@ pub fn page(version: &str, date: &str) -> String {
     line(".PP");
     line("Options of the probe:");
     for opt in PROBE_OPTIONS {
-        option(&mut line, opt);
+        option(line, opt);
     }
+}
+
+fn values(line: &mut impl FnMut(&str)) {
     line(".SH VALUES");
     line(".TP");
     line(".I DURATION");
@@ -82,6 +98,9 @@ pub fn page(version: &str, date: &str) -> String {
     line(".TP");
     line("booleans");
     line("1, true, yes, on or 0, false, no, off.");
+}
+
+fn environment(line: &mut impl FnMut(&str)) {
     line(".SH ENVIRONMENT");
     for opt in OPTIONS {
         if let Some(env) = opt.env {
@@ -110,6 +129,10 @@ pub fn page(version: &str, date: &str) -> String {
         line(&format!(".B {name}"));
         line(&text(what));
     }
+}
+
+/// TIMELINE, EXIT STATUS and SEE ALSO.
+fn timeline_and_exit_status(line: &mut impl FnMut(&str)) {
     line(".SH TIMELINE");
     line("At the default level lastcall writes one line to stderr for each step of the shutdown, each prefixed \\fBlastcall:\\fR and the time since lastcall started (\\fB\\-\\-log\\-format json\\fR writes one JSON object a line instead):");
     for (example, what) in TIMELINE {
@@ -135,8 +158,6 @@ pub fn page(version: &str, date: &str) -> String {
     line(".BR dumb-init (1),");
     line(".BR docker-run (1),");
     line(".BR systemd.kill (5)");
-    drop(line);
-    man
 }
 
 fn option(line: &mut impl FnMut(&str), opt: &Opt) {

@@ -21,8 +21,8 @@ use log::LevelFilter;
 use crate::error::{Error, OneLine};
 use crate::logging::{Format, Seconds};
 use crate::machine::UnreadyOn;
-use crate::personality::{Getopt, PeerVar, Personality, Setting, LASTCALL};
-use crate::signals::Sig;
+use crate::personality::{Getopt, JobControl, PeerVar, Personality, Setting, LASTCALL};
+use crate::signals::{Sig, Suspend};
 use crate::sys;
 // Re-exported: the fuzz targets and callers reach these as `lastcall::cli::...`.
 pub use crate::config::{Config, ProbeConfig, ProbeTarget, Subreaper, HEALTH_PROBE_TIMEOUT, PROBE_TIMEOUT};
@@ -565,37 +565,104 @@ where
     if !pause && line.command.is_empty() {
         return Err(Error::Usage("no command given".into()));
     }
+    run_config(line, &env, personality).map(Parsed::Run)
+}
 
-    let pre_stop = value(&line, &env, Id::PreStop, parse_duration)?.unwrap_or(Duration::ZERO);
-    let grace = value(&line, &env, Id::Grace, parse_duration)?;
-    let stop_timeout = value(&line, &env, Id::StopTimeout, parse_stop_timeout)?;
-    let default_grace = personality.escalates.then_some(DEFAULT_GRACE);
-    let grace = fit_in_stop_timeout(pre_stop, grace, default_grace, stop_timeout, |id| source(&line, &env, id))?;
-    let unready_on = value(&line, &env, Id::UnreadyOn, parse_unready_on)?.unwrap_or(UnreadyOn::Signal);
-    let stop_signal = value(&line, &env, Id::StopSignal, parse_stop_signal)?;
-    let rewrite = list(&line, &env, Id::Rewrite, parse_rewrite)?;
-    let remap_exit = list(&line, &env, Id::RemapExit, parse_exit_code)?;
-    let parent_death_signal = value(&line, &env, Id::ParentDeathSignal, |s| Sig::parse(s, false))?;
-    // The peer's own flags spell signals the peer's way (its `-r`, its `-p`).
+/// The configuration of a run, each value from the most specific source down, and every choice
+/// of the personality made here, once. Inlined, as `modes` and `check_flag_signals`: each is
+/// called once, and apart they would cost binary size.
+#[inline(always)]
+fn run_config<F>(line: CommandLine, env: &Env<F>, p: &'static Personality) -> Result<Config, Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let pre_stop = value(&line, env, Id::PreStop, parse_duration)?.unwrap_or(Duration::ZERO);
+    let grace = value(&line, env, Id::Grace, parse_duration)?;
+    let stop_timeout = value(&line, env, Id::StopTimeout, parse_stop_timeout)?;
+    let default_grace = p.escalates.then_some(DEFAULT_GRACE);
+    let grace = fit_in_stop_timeout(pre_stop, grace, default_grace, stop_timeout, |id| source(&line, env, id))?;
+    let unready_on = value(&line, env, Id::UnreadyOn, parse_unready_on)?.unwrap_or(UnreadyOn::Signal);
+    let stop_signal = value(&line, env, Id::StopSignal, parse_stop_signal)?;
+    let rewrite = list(&line, env, Id::Rewrite, parse_rewrite)?;
+    let remap_exit = list(&line, env, Id::RemapExit, parse_exit_code)?;
+    let parent_death_signal = value(&line, env, Id::ParentDeathSignal, |s| Sig::parse(s, false))?;
+    check_flag_signals(&line, p)?;
+    let ready_file = value(&line, env, Id::ReadyFile, parse_ready_file)?;
+    let health_listen = value(&line, env, Id::HealthListen, parse_listen_addr)?;
+    // Under a peer's name there is no such flag: only LASTCALL_USER.
+    let user = value(&line, env, Id::User, crate::user::parse_spec)?
+        .map(|s| s.given_by(if line.last(Id::User).is_some() { "--user" } else { "LASTCALL_USER" }));
+    let no_new_privs = switch(&line, env, Id::NoNewPrivs, &[], |_| Ok(false))?;
+    let (setsid, single_child, subreaper) = modes(&line, env, p)?;
+    let warn_reaping = switch(&line, env, Id::WarnReaping, &[], |_| Ok(false))?;
+    let log_level = log_level(&line, env, p)?;
+    let log_format = value(&line, env, Id::LogFormat, parse_log_format)?.unwrap_or(Format::Text);
+    let (flags, pause) = (line.as_variables(), line.has(Id::Pause));
+    Ok(Config {
+        command: line.command,
+        pause,
+        // Under a peer's name the app's environment stays the peer's, unless a deadline was set.
+        deadlines_in_env: p.deadlines_in_env || !pre_stop.is_zero() || grace.is_some(),
+        pre_stop,
+        grace,
+        unready_on,
+        stop_signal,
+        rewrite,
+        ready_file,
+        health_listen,
+        single_child,
+        setsid,
+        remap_exit,
+        parent_death_signal,
+        warn_reaping,
+        subreaper,
+        user,
+        no_new_privs,
+        log_level,
+        log_format,
+        warnings: vec![],
+        flags,
+        nested: false,
+        name: p.name,
+        warn_without_subreaper: p.warn_without_subreaper,
+        own_group_for_single_child: p.own_group_for_single_child,
+        child_signals: p.child_signals,
+        leaves_cwd: p.leaves_cwd,
+        scripts_through_sh: p.scripts_through_sh,
+        on_main_exit: p.on_main_exit,
+        suspend: match (setsid, p.job_control) {
+            (true, _) => Some(Suspend::WithStop),
+            (false, JobControl::DumbInit) => Some(Suspend::AsReceived),
+            (false, JobControl::Tini) => None,
+        },
+        cont_after_stop: p.cont_after_stop,
+        names_oom_kills: p.names_oom_kills,
+        exits: p.exits(),
+    })
+}
+
+/// The peer's own flags spell signals the peer's way (its `-r`, its `-p`).
+#[inline(always)]
+fn check_flag_signals(line: &CommandLine, p: &Personality) -> Result<(), Error> {
     for (id, v) in line.all(Id::Rewrite).map(|v| (Id::Rewrite, v)).chain(line.all(Id::ParentDeathSignal).map(|v| (Id::ParentDeathSignal, v))) {
-        if !personality.flag_signals.accepts(v) {
-            return Err(bad_value(&format!("--{}", opt(id).long), v, &format!("{} does not take this signal", personality.name)));
+        if !p.flag_signals.accepts(v) {
+            return Err(bad_value(&format!("--{}", opt(id).long), v, &format!("{} does not take this signal", p.name)));
         }
     }
-    let ready_file = value(&line, &env, Id::ReadyFile, parse_ready_file)?;
-    let health_listen = value(&line, &env, Id::HealthListen, parse_listen_addr)?;
-    // Under a peer's name there is no such flag: only LASTCALL_USER.
-    let user = value(&line, &env, Id::User, crate::user::parse_spec)?
-        .map(|s| s.given_by(if line.last(Id::User).is_some() { "--user" } else { "LASTCALL_USER" }));
-    let no_new_privs = switch(&line, &env, Id::NoNewPrivs, &[], |_| Ok(false))?;
+    Ok(())
+}
 
-    // Each mode from the most specific source down: a flag, lastcall's variable, the peer's
-    // variable, the personality's default.
-    let p = personality;
-    let setsid = switch(&line, &env, Id::Setsid, &[Id::SingleChild], |env| {
+/// setsid, single-child and subreaper, each from the most specific source down: a flag,
+/// lastcall's variable, the peer's variable, the personality's default.
+#[inline(always)]
+fn modes<F>(line: &CommandLine, env: &Env<F>, p: &Personality) -> Result<(bool, bool, Subreaper), Error>
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let setsid = switch(line, env, Id::Setsid, &[Id::SingleChild], |env| {
         Ok(env.peer_setting(p, Setting::Setsid)?.unwrap_or(p.setsid))
     })?;
-    let single_child = switch(&line, &env, Id::SingleChild, &[Id::Group, Id::Setsid], |env| {
+    let single_child = switch(line, env, Id::SingleChild, &[Id::Group, Id::Setsid], |env| {
         let group = env.peer_setting(p, Setting::Group)?.or(env.peer_setting(p, Setting::Setsid)?);
         Ok(!group.unwrap_or(p.group))
     })?;
@@ -614,36 +681,7 @@ where
         None if p.subreaper => Subreaper::Default,
         None => Subreaper::Off,
     };
-    let warn_reaping = switch(&line, &env, Id::WarnReaping, &[], |_| Ok(false))?;
-    let log_level = log_level(&line, &env, p)?;
-    let log_format = value(&line, &env, Id::LogFormat, parse_log_format)?.unwrap_or(Format::Text);
-
-    let flags = line.as_variables();
-    Ok(Parsed::Run(Config {
-        command: line.command,
-        pre_stop,
-        grace,
-        unready_on,
-        stop_signal,
-        rewrite,
-        ready_file,
-        health_listen,
-        single_child,
-        setsid,
-        remap_exit,
-        parent_death_signal,
-        warn_reaping,
-        subreaper,
-        pause,
-        user,
-        no_new_privs,
-        log_level,
-        log_format,
-        personality,
-        warnings: vec![],
-        flags,
-        nested: false,
-    }))
+    Ok((setsid, single_child, subreaper))
 }
 
 fn parse_probe<F: Fn(&str) -> Option<OsString>>(args: Vec<OsString>, env: &Env<F>) -> Result<ProbeConfig, Error> {

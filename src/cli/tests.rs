@@ -1,6 +1,6 @@
 //! cli's unit tests, in a file of their own to keep the parser short.
 //!
-//! May import: cli (`super`), personality, user.
+//! May import: cli (`super`), machine (`OnMainExit`), personality, user.
 
 use super::*;
 use std::collections::HashMap;
@@ -331,7 +331,7 @@ fn modes(c: &Config) -> (bool, bool, bool) {
 fn tini_by_name() {
     let tini = |args: &[&str], env: &[(&str, &str)]| config_as("/usr/bin/tini", args, env);
     let c = tini(&["app"], &[]);
-    assert_eq!(c.personality.name, "tini");
+    assert_eq!(c.name, "tini");
     assert_eq!(modes(&c), (false, true, false), "the child only, no subreaper");
     assert_eq!((c.grace, c.log_level), (None, LevelFilter::Warn), "never escalates; warnings shown");
     assert_eq!(modes(&tini(&["-g", "-s", "app"], &[])), (false, false, true));
@@ -378,7 +378,7 @@ fn tini_by_name() {
 fn dumb_init_by_name() {
     let dumb = |args: &[&str], env: &[(&str, &str)]| config_as("dumb-init", args, env);
     let c = dumb(&["app"], &[]);
-    assert_eq!(c.personality.name, "dumb-init");
+    assert_eq!(c.name, "dumb-init");
     assert_eq!(modes(&c), (true, false, false), "setsid mode, the group, no subreaper");
     assert_eq!((c.grace, c.log_level), (None, LevelFilter::Warn));
     assert_eq!(modes(&dumb(&["-c", "app"], &[])), (false, true, false));
@@ -414,7 +414,7 @@ fn dumb_init_by_name() {
 fn any_other_name_is_lastcall() {
     for name in ["lastcall", "/sbin/docker-init", "/usr/local/bin/init"] {
         let c = config_as(name, &["app"], &[]);
-        assert_eq!(c.personality.name, "lastcall");
+        assert_eq!(c.name, "lastcall");
         assert_eq!(modes(&c), (false, false, true));
         assert_eq!((c.grace, c.log_level), (Some(DEFAULT_GRACE), DEFAULT_LOG_LEVEL));
     }
@@ -774,4 +774,25 @@ fn the_option_variables_first_letter_filter_lets_every_prefix_through() {
     }
     assert!(!is_option_variable(b"PATH"));
     assert!(!is_option_variable(b"lastcall_grace"));
+}
+
+/// Each name's choices are made here, into `Config`: the supervisor never asks for the name.
+#[test]
+fn each_name_resolves_into_behaviour() {
+    use crate::machine::OnMainExit;
+    use crate::personality::{ChildSignals, LASTCALL, TINI};
+    let own = config(&["app"], &[]);
+    assert_eq!((own.on_main_exit, own.suspend, own.deadlines_in_env, own.cont_after_stop), (OnMainExit::StopTheRest, None, true, true));
+    assert_eq!((own.exits, own.child_signals, own.warn_without_subreaper), (LASTCALL.exits(), ChildSignals::Inherited, false));
+    assert_eq!(config(&["--setsid", "app"], &[]).suspend, Some(Suspend::WithStop));
+    let tini = config_as("tini", &["app"], &[]);
+    assert_eq!((tini.on_main_exit, tini.suspend, tini.deadlines_in_env, tini.warn_without_subreaper), (OnMainExit::Exit, None, false, true));
+    assert!(!tini.leaves_cwd && tini.scripts_through_sh && !tini.names_oom_kills && !tini.cont_after_stop);
+    assert_eq!(tini.exits, TINI.exits());
+    // A deadline set under a peer's name reaches the app's environment.
+    assert!(config_as("tini", &["app"], &[("LASTCALL_PRE_STOP", "1s")]).deadlines_in_env);
+    let dumb = config_as("dumb-init", &["app"], &[]);
+    assert_eq!((dumb.on_main_exit, dumb.suspend, dumb.child_signals), (OnMainExit::ForwardTermAndExit, Some(Suspend::WithStop), ChildSignals::EmptyMaskStandardDefault));
+    let single = config_as("dumb-init", &["-c", "app"], &[]);
+    assert_eq!((single.suspend, single.own_group_for_single_child), (Some(Suspend::AsReceived), false));
 }

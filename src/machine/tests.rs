@@ -382,11 +382,7 @@ fn random_event_sequences_keep_the_promises() {
         let p = random_policy(&mut rng);
         let mut state = State::START;
         let mut now = t0;
-        let mut main_alive = true;
-        let mut grace_ends: Option<Option<Instant>> = None; // Some(None): no grace deadline
-        let mut killed_at: Option<Instant> = None;
-        let mut unready = false;
-        let mut exited = false;
+        let mut seen = Seen { main_alive: true, grace_ends: None, killed_at: None, unready: false, exited: false };
         for _ in 0..rng.below(40) {
             // Time moves forward: a little, a lot, or right to the next deadline.
             now += match (rng.below(4), state.deadline()) {
@@ -394,104 +390,143 @@ fn random_event_sequences_keep_the_promises() {
                 (1, _) => Duration::from_millis(rng.below(4000)),
                 _ => Duration::from_millis(rng.below(50)),
             };
-            let event = match rng.below(3) {
-                0 => Event::Termination([Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize]),
-                1 if state.deadline().is_some_and(|d| now >= d) => Event::Deadline,
-                _ => {
-                    let main = (main_alive && rng.chance(30)).then(|| [0, 1, 143, 137][rng.below(4) as usize]);
-                    let children_left = (main_alive && main.is_none()) || rng.chance(60);
-                    Event::Reaped { main, children_left }
-                }
-            };
+            let event = random_event(&mut rng, state, now, seen.main_alive);
             let before = state;
             let (after, actions) = step(before, event, now, &p);
             steps += 1;
             let ctx = || format!("sequence {sequence}: {before:?} + {event:?} at +{:?} -> {after:?} {actions:?}, {p:?}", now - t0);
-            if let Event::Reaped { main: Some(_), .. } = event {
-                main_alive = false;
-            }
-            if exited {
-                assert!(actions.is_empty() && after == before, "{}", ctx());
-                continue;
-            }
-            if let Some(d) = after.deadline() {
-                assert!(d >= now || Some(d) == before.deadline(), "a deadline set in the past: {}", ctx());
-            }
-
-            // What was sent, by kind.
-            let stops: Vec<Sig> = actions
-                .iter()
-                .filter_map(|a| match *a {
-                    Forward(s) => Some(s),
-                    SignalAll(s) if s != Sig::KILL => Some(s),
-                    _ => None,
-                })
-                .collect();
-            let kills = actions.iter().filter(|a| **a == SignalAll(Sig::KILL)).count();
-            let exit = actions.iter().find_map(|a| match *a {
-                Exit(code) => Some(code),
-                _ => None,
-            });
-
-            // No Exit while the main child lives, unless the kill wait has run out.
-            if let Some(code) = exit {
-                exited = true;
-                let killing_done = matches!(before.phase, Killing { until } if now >= until) && event == Event::Deadline;
-                assert!(!main_alive || killing_done, "exit while the main child lives: {}", ctx());
-                assert_eq!(after.phase, Exited, "{}", ctx());
-                let expected = match event {
-                    Event::Reaped { main: Some(c), .. } => before.main_code.or(Some(c)),
-                    _ => before.main_code,
-                };
-                assert_eq!(code, expected.unwrap_or(KILLED_CODE), "{}", ctx());
-            }
-
-            // SIGKILL never before the grace deadline, never without one.
-            if kills > 0 {
-                assert!(kills == 1, "{}", ctx());
-                match grace_ends {
-                    Some(Some(deadline)) => assert!(now >= deadline, "SIGKILL before the grace ended: {}", ctx()),
-                    _ => panic!("SIGKILL without a grace deadline: {}", ctx()),
-                }
-                killed_at.get_or_insert(now);
-            }
-            if matches!(after.phase, Killing { .. }) {
-                assert!(killed_at.is_some(), "Killing without a SIGKILL: {}", ctx());
-            }
-
-            // Unready once, before any stop signal.
-            if actions.contains(&Unready) {
-                assert!(!unready, "Unready twice: {}", ctx());
-                unready = true;
-            }
-            let first_signal = actions.iter().position(|a| matches!(a, Forward(_) | SignalAll(_) | SignalOthers(_)));
-            let unready_at = actions.iter().position(|a| *a == Unready);
-            if let Some(i) = first_signal {
-                assert!(unready && unready_at.is_none_or(|u| u < i), "a signal before Unready: {}", ctx());
-            }
-
-            // Every termination reaches the app once per its rule.
-            assert!(stops.len() <= 1, "{}", ctx());
-            let stop = |received: Sig| p.stop(received).filter(|s| *s != Sig(0));
-            let expected: Option<Sig> = match (before.phase, event) {
-                (Running, Event::Termination(t)) if p.pre_stop.is_zero() => stop(t),
-                (Running, Event::Termination(_)) => None,
-                (PreStop { pending, .. }, Event::Termination(_) | Event::Deadline) => stop(pending),
-                (PreStop { pending, .. }, Event::Reaped { main: Some(_), children_left: true }) => stop(pending),
-                (Running, Event::Reaped { main: Some(_), children_left: true }) => stop(Sig::TERM),
-                (Draining { .. }, Event::Termination(t)) => stop(t),
-                _ => None,
-            };
-            assert_eq!(stops.first().copied(), expected, "{}", ctx());
-            assert!(stops.iter().all(|s| *s != Sig(0)), "a dropped signal was sent: {}", ctx());
-            // The grace starts when the stop signal would go out, and only once.
-            if matches!(after.phase, Draining { .. }) && !matches!(before.phase, Draining { .. }) {
-                assert!(grace_ends.is_none(), "{}", ctx());
-                grace_ends = Some(p.grace.map(|g| now + g));
-                assert_eq!(after.deadline(), grace_ends.unwrap(), "{}", ctx());
-            }
+            seen.check(&Taken { before, event, now, after, actions: &actions }, &p, &ctx);
             state = after;
         }
     }
     assert!(steps > 50_000, "only {steps} steps");
+}
+
+fn random_event(rng: &mut Rng, state: State, now: Instant, main_alive: bool) -> Event {
+    match rng.below(3) {
+        0 => Event::Termination([Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize]),
+        1 if state.deadline().is_some_and(|d| now >= d) => Event::Deadline,
+        _ => {
+            let main = (main_alive && rng.chance(30)).then(|| [0, 1, 143, 137][rng.below(4) as usize]);
+            let children_left = (main_alive && main.is_none()) || rng.chance(60);
+            Event::Reaped { main, children_left }
+        }
+    }
+}
+
+/// One step of a random sequence: the state before, the event, and what `step` made of them.
+struct Taken<'a> {
+    before: State,
+    event: Event,
+    now: Instant,
+    after: State,
+    actions: &'a Actions,
+}
+
+/// What a random sequence has done so far, which each step's promises are checked against.
+struct Seen {
+    main_alive: bool,
+    /// `Some(None)`: the grace started, with no deadline.
+    grace_ends: Option<Option<Instant>>,
+    killed_at: Option<Instant>,
+    unready: bool,
+    exited: bool,
+}
+
+impl Seen {
+    fn check(&mut self, t: &Taken, p: &Policy, ctx: &dyn Fn() -> String) {
+        if let Event::Reaped { main: Some(_), .. } = t.event {
+            self.main_alive = false;
+        }
+        if self.exited {
+            assert!(t.actions.is_empty() && t.after == t.before, "{}", ctx());
+            return;
+        }
+        if let Some(d) = t.after.deadline() {
+            assert!(d >= t.now || Some(d) == t.before.deadline(), "a deadline set in the past: {}", ctx());
+        }
+        self.check_exit(t, ctx);
+        self.check_kill(t, ctx);
+        self.check_unready(t, ctx);
+        self.check_stop(t, p, ctx);
+    }
+
+    /// No Exit while the main child lives, unless the kill wait has run out.
+    fn check_exit(&mut self, t: &Taken, ctx: &dyn Fn() -> String) {
+        let exit = t.actions.iter().find_map(|a| match *a {
+            Exit(code) => Some(code),
+            _ => None,
+        });
+        let Some(code) = exit else { return };
+        self.exited = true;
+        let killing_done = matches!(t.before.phase, Killing { until } if t.now >= until) && t.event == Event::Deadline;
+        assert!(!self.main_alive || killing_done, "exit while the main child lives: {}", ctx());
+        assert_eq!(t.after.phase, Exited, "{}", ctx());
+        let expected = match t.event {
+            Event::Reaped { main: Some(c), .. } => t.before.main_code.or(Some(c)),
+            _ => t.before.main_code,
+        };
+        assert_eq!(code, expected.unwrap_or(KILLED_CODE), "{}", ctx());
+    }
+
+    /// SIGKILL never before the grace deadline, never without one.
+    fn check_kill(&mut self, t: &Taken, ctx: &dyn Fn() -> String) {
+        let kills = t.actions.iter().filter(|a| **a == SignalAll(Sig::KILL)).count();
+        if kills > 0 {
+            assert!(kills == 1, "{}", ctx());
+            match self.grace_ends {
+                Some(Some(deadline)) => assert!(t.now >= deadline, "SIGKILL before the grace ended: {}", ctx()),
+                _ => panic!("SIGKILL without a grace deadline: {}", ctx()),
+            }
+            self.killed_at.get_or_insert(t.now);
+        }
+        if matches!(t.after.phase, Killing { .. }) {
+            assert!(self.killed_at.is_some(), "Killing without a SIGKILL: {}", ctx());
+        }
+    }
+
+    /// Unready once, before any stop signal.
+    fn check_unready(&mut self, t: &Taken, ctx: &dyn Fn() -> String) {
+        if t.actions.contains(&Unready) {
+            assert!(!self.unready, "Unready twice: {}", ctx());
+            self.unready = true;
+        }
+        let first_signal = t.actions.iter().position(|a| matches!(a, Forward(_) | SignalAll(_) | SignalOthers(_)));
+        let unready_at = t.actions.iter().position(|a| *a == Unready);
+        if let Some(i) = first_signal {
+            assert!(self.unready && unready_at.is_none_or(|u| u < i), "a signal before Unready: {}", ctx());
+        }
+    }
+
+    /// Every termination reaches the app once per its rule, and the grace starts when the stop
+    /// signal would go out, and only once.
+    fn check_stop(&mut self, t: &Taken, p: &Policy, ctx: &dyn Fn() -> String) {
+        let stops: Vec<Sig> = t
+            .actions
+            .iter()
+            .filter_map(|a| match *a {
+                Forward(s) => Some(s),
+                SignalAll(s) if s != Sig::KILL => Some(s),
+                _ => None,
+            })
+            .collect();
+        assert!(stops.len() <= 1, "{}", ctx());
+        let stop = |received: Sig| p.stop(received).filter(|s| *s != Sig(0));
+        let expected: Option<Sig> = match (t.before.phase, t.event) {
+            (Running, Event::Termination(s)) if p.pre_stop.is_zero() => stop(s),
+            (Running, Event::Termination(_)) => None,
+            (PreStop { pending, .. }, Event::Termination(_) | Event::Deadline) => stop(pending),
+            (PreStop { pending, .. }, Event::Reaped { main: Some(_), children_left: true }) => stop(pending),
+            (Running, Event::Reaped { main: Some(_), children_left: true }) => stop(Sig::TERM),
+            (Draining { .. }, Event::Termination(s)) => stop(s),
+            _ => None,
+        };
+        assert_eq!(stops.first().copied(), expected, "{}", ctx());
+        assert!(stops.iter().all(|s| *s != Sig(0)), "a dropped signal was sent: {}", ctx());
+        if matches!(t.after.phase, Draining { .. }) && !matches!(t.before.phase, Draining { .. }) {
+            assert!(self.grace_ends.is_none(), "{}", ctx());
+            self.grace_ends = Some(p.grace.map(|g| t.now + g));
+            assert_eq!(t.after.deadline(), self.grace_ends.unwrap(), "{}", ctx());
+        }
+    }
 }

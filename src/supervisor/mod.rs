@@ -1,7 +1,7 @@
-//! The supervisor's set-up: `run()` wires the configuration, the signals, the child, the ready
-//! file, the health endpoint, the notify relay and the OOM counter into one `Supervisor`, starts
-//! the command, runs the loop (`event_loop`) and hands back the ending the personality makes of
-//! its code (`Personality::ending`). The sweep (signal-all, kill-all, the /proc walk) is `sweep`.
+//! The supervisor's set-up, in the order `run()` reads: `resolve` (what this lastcall does
+//! itself), `become_init`, `prepare` (everything that can fail on bad input), `launch` (the spawn
+//! and what follows it at once) and `supervise` (the loop, `event_loop`, then how lastcall ends,
+//! as `Config::exits` says). The sweep (signal-all, kill-all, the /proc walk) is `sweep`.
 //! No threads and no periodic timer: with no deadline pending, lastcall sleeps until something
 //! arrives.
 //!
@@ -24,8 +24,8 @@ use crate::metrics::Counters;
 use crate::notify::NotifyRelay;
 use crate::oom::OomCounter;
 use crate::ready::ReadyFile;
-use crate::personality::{ChildSignals, Ending, JobControl};
-use crate::signals::{Quick, Routes, Sig, Suspend};
+use crate::personality::{ChildSignals, Ending};
+use crate::signals::{Quick, Routes, Sig};
 use crate::sys::{self, Detach};
 use crate::reap::Status;
 use crate::procfs::{self, ProcReader};
@@ -40,11 +40,30 @@ const KILL_WAIT: Duration = Duration::from_secs(3);
 
 /// Sets up everything the loop needs, starts the command and supervises it to the end.
 /// Returns how lastcall ends. Signals must already be blocked; `mask` is the signal mask
-/// lastcall was started with, which the app gets.
+/// lastcall was started with, which the app gets. Each step is called once and inlined here:
+/// apart, they would cost binary size.
 pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     // The timeline's clock, which the app gets too (LASTCALL_CLOCK_ZERO_NS): a shared zero must
     // be known when the app starts, so it is lastcall's start, not the first TERM's.
     let (clock_zero_ns, clock_zero) = (sys::monotonic_ns(), Instant::now());
+    let config = resolve(config);
+    let init = become_init(&config)?;
+    if config.pause {
+        return Ok(Ending::Code(pause(&init.handled)));
+    }
+    let prepared = prepare(&config)?;
+    let launched = match launch(&config, prepared, mask, clock_zero_ns) {
+        Ok(launched) => launched,
+        Err(e @ Error::Exec { .. }) => return Ok(Ending::Code(exec_failed(&config, e))),
+        Err(e) => return Err(e),
+    };
+    Ok(supervise(&config, init, launched, clock_zero))
+}
+
+/// What this lastcall does itself: all of the configuration, or, when the command is lastcall
+/// too, only forwarding, reaping and a backstop. Said once, with the start-up warnings.
+#[inline(always)]
+fn resolve(config: Config) -> Config {
     // Before anything that the inner lastcall would do again (the health port, the ready file).
     let detected = if config.pause { (nested::Detected::NotLastcall, None) } else { nested::command_is_lastcall(&config.command) };
     let config = match detected {
@@ -71,6 +90,19 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     for warning in &config.warnings {
         warn!("{warning}");
     }
+    config
+}
+
+/// lastcall's place as the init: the signals its one wait takes, and whether it is PID 1.
+struct Init {
+    handled: SigSet,
+    me: Pid,
+    pid1: bool,
+}
+
+/// Takes the signals, the parent-death signal and the subreaper role: what pause mode needs too.
+#[inline(always)]
+fn become_init(config: &Config) -> Result<Init, Error> {
     sys::take_dispositions();
     let handled = sys::handled_set();
     let me = getpid();
@@ -89,23 +121,32 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
     }
     // A subreaper already (subreaper-proxy's prctl survives exec): orphans do come back.
     let already_subreaper = || nix::sys::prctl::get_child_subreaper().unwrap_or(false);
-    if !pid1 && config.subreaper == Subreaper::Off && config.personality.warn_without_subreaper && !already_subreaper() {
+    if !pid1 && config.subreaper == Subreaper::Off && config.warn_without_subreaper && !already_subreaper() {
         warn!(
             "not running as PID 1 and not registered as a child subreaper: orphans will not be re-parented to {0}, \
              so zombie reaping won't work. Use -s or set TINI_SUBREAPER to register {0} as a child subreaper, or run it as PID 1.",
-            config.personality.name
+            config.name
         );
     }
-    if config.pause {
-        return Ok(Ending::Code(pause(&handled)));
-    }
+    Ok(Init { handled, me, pid1 })
+}
 
-    // Everything that can fail on bad input fails now, before the app starts.
+/// What the start needs that can fail on bad input: made before the app starts, so that a
+/// failure stops the start rather than a running app.
+struct Prepared {
+    credentials: Option<user::Credentials>,
+    ready_file: Option<ReadyFile>,
+    health: Option<Health>,
+    notify: Option<NotifyRelay>,
+}
+
+#[inline(always)]
+fn prepare(config: &Config) -> Result<Prepared, Error> {
     let credentials = match &config.user {
         Some(spec) => Some(user::resolve(spec, &user::Files::system())?),
         None => None,
     };
-    let mut ready_file = match &config.ready_file {
+    let ready_file = match &config.ready_file {
         Some(path) => Some(ReadyFile::prepare(path).map_err(|source| Error::Setup {
             what: format!("cannot create the ready file {}", path.display()),
             source,
@@ -124,29 +165,29 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
             .map_err(|source| Error::Setup { what: "cannot relay NOTIFY_SOCKET".into(), source })?,
         _ => None,
     };
-    // 0 means none (for the grace: never SIGKILL), so a duration under a millisecond reads 1.
-    let millis = |d: Duration| OsString::from(d.as_millis().max(u128::from(!d.is_zero())).to_string());
-    let mut env = vec![];
-    // Under a peer's name the app's environment stays the peer's, unless a deadline was set.
-    if !config.nested && (config.personality.deadlines_in_env || !config.pre_stop.is_zero() || config.grace.is_some()) {
-        env.push(("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)));
-        env.push(("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())));
-        env.push(("LASTCALL_CLOCK_ZERO_NS".to_string(), clock_zero_ns.to_string().into()));
-    }
-    if let Some(relay) = &notify {
-        env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
-    }
-    if let Some(c) = &credentials {
-        env.extend(c.env(|name| sys::env_value(name).is_some()));
-    }
-    // Empty unless stepping aside: the outer's flags, as the inner one's variables.
-    env.extend(config.flags.iter().filter(|_| config.nested).map(|(name, value)| (name.to_string(), OsString::from(value))));
-    let detach = match (config.setsid, config.single_child && !config.personality.own_group_for_single_child) {
+    Ok(Prepared { credentials, ready_file, health, notify })
+}
+
+/// The app, started, with what the loop takes over from the set-up.
+struct Launched {
+    started: child::Started,
+    ready_file: Option<ReadyFile>,
+    health: Option<Health>,
+    notify: Option<NotifyRelay>,
+    oom: Option<OomCounter>,
+}
+
+/// Starts the app as the configuration says, then does what must follow its start at once.
+#[inline(always)]
+fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64) -> Result<Launched, Error> {
+    let Prepared { credentials, mut ready_file, health, notify } = prepared;
+    let env = app_env(config, notify.as_ref(), credentials.as_ref(), clock_zero_ns);
+    let detach = match (config.setsid, config.single_child && !config.own_group_for_single_child) {
         (true, _) => Detach::Session,
         (false, true) => Detach::Inherit,
         (false, false) => Detach::Group,
     };
-    let mask = match config.personality.child_signals {
+    let mask = match config.child_signals {
         ChildSignals::Inherited => mask,
         ChildSignals::EmptyMaskStandardDefault => {
             // lastcall's own dispositions are the app's; blocked, they change nothing for lastcall.
@@ -155,15 +196,11 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         }
     };
     let ids = credentials.map(|c| sys::Ids { uid: c.uid, gid: c.gid, groups: c.groups });
-    let exits = sys::ChildExitCodes {
-        exec: config.personality.exec_codes,
-        exec_other: config.personality.exec_other,
-        setup: config.personality.setup_exit,
-    };
+    let exits = sys::ChildExitCodes { exec: config.exits.exec_codes, exec_other: config.exits.exec_other, setup: config.exits.setup };
     // Never keep a mount busy: lastcall leaves its directory before the app starts, and the app
     // goes back to it before exec; so the app never sees lastcall's cwd change (dumb-init's
     // suite reads it as soon as the app starts).
-    let cwd = if config.personality.leaves_cwd { child::leave_cwd() } else { None };
+    let cwd = if config.leaves_cwd { child::leave_cwd() } else { None };
     let launch = child::Launch {
         argv: &config.command,
         detach,
@@ -173,20 +210,15 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
         no_new_privs: config.no_new_privs,
         exits,
         cwd: cwd.as_ref().map(std::os::fd::AsFd::as_fd),
-        scripts_through_sh: config.personality.scripts_through_sh,
+        scripts_through_sh: config.scripts_through_sh,
     };
-    let started = match child::spawn(&launch) {
-        Ok(started) => started,
-        Err(e @ Error::Exec { .. }) => return Ok(Ending::Code(exec_failed(&config, e))),
-        Err(e) => return Err(e),
-    };
-    let child = started.pid;
+    let started = child::spawn(&launch)?;
     // The app has its directory: an fd held on it would keep the mount busy.
-    if config.personality.leaves_cwd && cwd.is_none() {
+    if config.leaves_cwd && cwd.is_none() {
         child::leave_cwd_late();
     }
     drop(cwd);
-    debug!(event = "started", pid = child.as_raw(); "started {:?} as pid {child}", config.command);
+    debug!(event = "started", pid = started.pid.as_raw(); "started {:?} as pid {}", config.command, started.pid);
     // Listed now, while the app execs: the app's are the fds without close-on-exec.
     child::close_inherited(&child::inherited_fds());
     if let Some(file) = &mut ready_file {
@@ -194,74 +226,46 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
             warn!("cannot create the ready file {}: {e}", file.path().display());
         }
     }
-
     // Opened now so that a SIGKILL death costs one pread, not a walk through /proc and /sys; and
     // only now, while the app execs on another core, since it is off the start-up's path (an OOM
     // kill within these microseconds would be in the baseline, and go unnamed).
     let oom = OomCounter::open();
+    Ok(Launched { started, ready_file, health, notify, oom })
+}
 
-    let policy = Policy {
-        pre_stop: config.pre_stop,
-        grace: config.grace,
-        stop_signal: config.stop_signal,
-        rewrite: config.rewrite.clone(),
-        kill_wait: KILL_WAIT,
-        unready_on: config.unready_on,
-        on_main_exit: config.personality.on_main_exit,
-        single_child: config.single_child,
-    };
-    let job_control = match (config.setsid, config.personality.job_control) {
-        (true, _) => Some(Suspend::WithStop),
-        (false, JobControl::DumbInit) => Some(Suspend::AsReceived),
-        (false, JobControl::Tini) => None,
-    };
-    let routes = Routes::new(job_control, &config.rewrite);
-    // The sockets' readiness signals are told from the app's by their si_code: the long way.
-    let readiness = [sys::socket_signal(), Sig(libc::SIGIO)];
-    let sockets = notify.is_some() || health.is_some();
-    let logged = log::log_enabled!(log::Level::Debug);
-    let quick = Quick::new(&routes, if sockets { &readiness } else { &[] }, !logged, !logged && !config.warn_reaping);
-    let child_fd = sys::pidfd_open(child.as_raw()).ok();
-    let quick_target = match (&child_fd, config.single_child) {
-        (_, false) => sys::SignalTarget::group(child.as_raw()),
-        (Some(fd), true) => sys::SignalTarget::pidfd(std::os::fd::AsFd::as_fd(fd)),
-        (None, true) => sys::SignalTarget::process(child.as_raw()),
-    };
-    let mut supervisor = Supervisor {
-        routes,
-        quick,
-        quick_target,
-        policy,
-        handled,
-        socket_signals: sys::signal_set(readiness),
-        me,
-        pid1,
-        child,
-        child_fd,
-        single_child: config.single_child,
-        cont_after_stop: config.personality.cont_after_stop,
-        warn_reaping: config.warn_reaping,
-        state: State::START,
-        ready: true,
-        clock_zero,
-        shutdown_at: None,
-        ready_file,
-        health,
-        notify,
-        proc: ProcReader::new(),
-        warned_blind: false,
-        main_status: None,
-        counters: Counters::default(),
-        oom,
-        names_oom_kills: config.personality.names_oom_kills || logging::json(),
-        personality: config.personality.name,
-    };
+/// The variables lastcall sets (or replaces) in the app's environment.
+#[inline(always)]
+fn app_env(config: &Config, notify: Option<&NotifyRelay>, credentials: Option<&user::Credentials>, clock_zero_ns: u64) -> Vec<(String, OsString)> {
+    // 0 means none (for the grace: never SIGKILL), so a duration under a millisecond reads 1.
+    let millis = |d: Duration| OsString::from(d.as_millis().max(u128::from(!d.is_zero())).to_string());
+    let mut env = vec![];
+    if !config.nested && config.deadlines_in_env {
+        env.push(("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)));
+        env.push(("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())));
+        env.push(("LASTCALL_CLOCK_ZERO_NS".to_string(), clock_zero_ns.to_string().into()));
+    }
+    if let Some(relay) = notify {
+        env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
+    }
+    if let Some(c) = credentials {
+        env.extend(c.env(|name| sys::env_value(name).is_some()));
+    }
+    // Empty unless stepping aside: the outer's flags, as the inner one's variables.
+    env.extend(config.flags.iter().filter(|_| config.nested).map(|(name, value)| (name.to_string(), OsString::from(value))));
+    env
+}
+
+/// Runs the loop until the app is gone, and says how lastcall ends.
+#[inline(always)]
+fn supervise(config: &Config, init: Init, mut launched: Launched, clock_zero: Instant) -> Ending {
+    let early_signals = std::mem::take(&mut launched.started.early_signals);
+    let mut supervisor = Supervisor::new(config, init, launched, clock_zero);
     if let Some(health) = &mut supervisor.health {
         fit_to_fd_limit(health);
     }
-    let code = started.early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal_out_of_line(sig, sender));
+    let code = early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal_out_of_line(sig, sender));
     let code = code.unwrap_or_else(|| supervisor.event_loop());
-    let ending = config.personality.ending(code, supervisor.main_status, pid1, &config.remap_exit);
+    let ending = config.exits.ending(code, supervisor.main_status, supervisor.pid1, &config.remap_exit);
     // json's last line; text has none (a peer's name prints nothing here).
     if logging::json() {
         match ending {
@@ -269,16 +273,76 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
             Ending::Signal(sig) => info!(event = "exit", signal = sig.to_string().as_str(), code = ending.code(); "exiting by {sig}"),
         }
     }
-    Ok(ending)
+    ending
+}
+
+impl Supervisor {
+    /// The loop's state at the start: the routes and the short way worked out once from the
+    /// configuration, and the app addressed by pidfd where the kernel has them.
+    #[inline(always)]
+    fn new(config: &Config, init: Init, launched: Launched, clock_zero: Instant) -> Supervisor {
+        let Launched { started, ready_file, health, notify, oom } = launched;
+        let child = started.pid;
+        let policy = Policy {
+            pre_stop: config.pre_stop,
+            grace: config.grace,
+            stop_signal: config.stop_signal,
+            rewrite: config.rewrite.clone(),
+            kill_wait: KILL_WAIT,
+            unready_on: config.unready_on,
+            on_main_exit: config.on_main_exit,
+            single_child: config.single_child,
+        };
+        let routes = Routes::new(config.suspend, &config.rewrite);
+        // The sockets' readiness signals are told from the app's by their si_code: the long way.
+        let readiness = [sys::socket_signal(), Sig(libc::SIGIO)];
+        let sockets = notify.is_some() || health.is_some();
+        let logged = log::log_enabled!(log::Level::Debug);
+        let quick = Quick::new(&routes, if sockets { &readiness } else { &[] }, !logged, !logged && !config.warn_reaping);
+        let child_fd = sys::pidfd_open(child.as_raw()).ok();
+        let quick_target = match (&child_fd, config.single_child) {
+            (_, false) => sys::SignalTarget::group(child.as_raw()),
+            (Some(fd), true) => sys::SignalTarget::pidfd(std::os::fd::AsFd::as_fd(fd)),
+            (None, true) => sys::SignalTarget::process(child.as_raw()),
+        };
+        Supervisor {
+            routes,
+            quick,
+            quick_target,
+            policy,
+            handled: init.handled,
+            socket_signals: sys::signal_set(readiness),
+            me: init.me,
+            pid1: init.pid1,
+            child,
+            child_fd,
+            single_child: config.single_child,
+            cont_after_stop: config.cont_after_stop,
+            warn_reaping: config.warn_reaping,
+            state: State::START,
+            ready: true,
+            clock_zero,
+            shutdown_at: None,
+            ready_file,
+            health,
+            notify,
+            proc: ProcReader::new(),
+            warned_blind: false,
+            main_status: None,
+            counters: Counters::default(),
+            oom,
+            names_oom_kills: config.names_oom_kills || logging::json(),
+            personality: config.name,
+        }
+    }
 }
 
 /// The health endpoint's connection budget, from the fds the real limit leaves once lastcall holds
 /// all of its own; a warning when that is none, since the endpoint then answers nobody.
 fn fit_to_fd_limit(health: &mut Health) {
     let limit = sys::fd_limit();
-    // One listing of /proc/self/fd: asking fd by fd cost up to 4096 system calls, a third of a
-    // millisecond of start-up. Past a few thousand the budget is the most it can be whatever is
-    // open.
+    // One listing of /proc/self/fd rather than a system call per fd, on the start-up's path.
+    // Past a few thousand the budget is the most it can be whatever is open.
     let open = procfs::open_fd_count()
         .unwrap_or_else(|| (0..limit.min(4096) as std::os::fd::RawFd).filter(|&fd| sys::fd_is_open(fd)).count());
     let free = usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(open);
@@ -292,8 +356,11 @@ fn fit_to_fd_limit(health: &mut Health) {
 /// child's exit code, so `-e` maps it too).
 fn exec_failed(config: &Config, e: Error) -> i32 {
     error!("{e}");
-    let p = config.personality;
-    p.start_failure_exit(e.exit_code_as(p), matches!(e, Error::Exec { .. }), &config.remap_exit)
+    let errno = match &e {
+        Error::Exec { source, .. } => source.raw_os_error(),
+        _ => None,
+    };
+    config.exits.start_failure_exit(config.exits.exec_failure_code(errno), true, &config.remap_exit)
 }
 
 /// catatonit's pause mode: no command; reap whatever arrives, exit on a termination signal.
