@@ -1,8 +1,11 @@
-//! Reaping: one SIGCHLD may stand for many exits, so wait until nothing is left to collect.
+//! Reaping: one SIGCHLD may stand for many exits, so wait until nothing is left to collect. The
+//! one loop that does (`reap`).
 //!
 //! May import: signals, sys.
 
+use std::convert::Infallible;
 use std::fmt;
+use std::ops::ControlFlow;
 
 use nix::errno::Errno;
 use nix::unistd::Pid;
@@ -11,8 +14,8 @@ use crate::signals::Sig;
 use crate::sys;
 
 /// How a child ended, decoded from the raw wait status for any signal number. nix's
-/// `WaitStatus` knows only the signals of its enum and fails on a real-time one, which reaping
-/// once read as "still running": an app killed by signal 35 left lastcall waiting for ever.
+/// `WaitStatus` knows only the signals of its enum and fails on a real-time one: an app killed
+/// by signal 35 would read as still running, and lastcall would wait for ever.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
     Exited(i32),
@@ -70,30 +73,58 @@ pub struct Reaped {
     pub children_left: bool,
 }
 
-/// Reaps every child that has exited; `on_other` hears of each that was not `main`, with its
-/// raw status (decoded only if it is logged). Nothing is collected on the way, so a burst of
-/// thousands of orphans costs no allocation.
-pub fn reap_all(main: Pid, mut on_other: impl FnMut(Pid, libc::c_int)) -> Reaped {
-    let mut reaped = Reaped::default();
+/// The one reaping loop: reaps children that have exited, one waitpid each, and hands each to
+/// `on_exit` with its raw status (decoded only where it is needed), until none is left to
+/// collect or `on_exit` breaks. Returns what `on_exit` broke with, or whether lastcall still
+/// has a child. Nothing is collected on the way, so a burst of thousands of orphans costs no
+/// allocation.
+#[inline(always)]
+pub fn reap<B>(mut on_exit: impl OnExit<B>) -> ControlFlow<B, bool> {
     loop {
         match sys::wait_any_exited() {
-            Ok(None) => {
-                reaped.children_left = true;
-                return reaped;
-            }
-            Ok(Some((pid, status))) if pid == main => reaped.main = Some(Status::from_raw(status)),
             Ok(Some((pid, status))) => {
-                reaped.others += 1;
-                on_other(pid, status);
+                if let ControlFlow::Break(b) = on_exit.exited(pid, status) {
+                    return ControlFlow::Break(b);
+                }
             }
+            Ok(None) => return ControlFlow::Continue(true),
             Err(Errno::EINTR) => {}
             // ECHILD: nobody left. Anything else cannot be retried usefully either.
-            Err(_) => {
-                reaped.children_left = false;
-                return reaped;
-            }
+            Err(_) => return ControlFlow::Continue(false),
         }
     }
+}
+
+/// What `reap` does with each child it reaps, given its raw status: a closure, or a type of the
+/// caller's whose method can be inlined into the loop wherever the loop is.
+pub trait OnExit<B> {
+    fn exited(&mut self, pid: Pid, status: libc::c_int) -> ControlFlow<B>;
+}
+
+impl<B, F: FnMut(Pid, libc::c_int) -> ControlFlow<B>> OnExit<B> for F {
+    #[inline(always)]
+    fn exited(&mut self, pid: Pid, status: libc::c_int) -> ControlFlow<B> {
+        self(pid, status)
+    }
+}
+
+/// Reaps every child that has exited (`reap`); `on_other` hears of each that was not `main`.
+pub fn reap_all(main: Pid, mut on_other: impl FnMut(Pid, libc::c_int)) -> Reaped {
+    let mut reaped = Reaped::default();
+    let left = reap(|pid, status| {
+        if pid == main {
+            reaped.main = Some(Status::from_raw(status));
+        } else {
+            reaped.others += 1;
+            on_other(pid, status);
+        }
+        ControlFlow::<Infallible>::Continue(())
+    });
+    reaped.children_left = match left {
+        ControlFlow::Continue(left) => left,
+        ControlFlow::Break(never) => match never {},
+    };
+    reaped
 }
 
 #[cfg(test)]

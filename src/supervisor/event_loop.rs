@@ -1,12 +1,16 @@
 //! The loop: wait for signals in sigtimedwait (with a timeout that ends at the next deadline; the
-//! health and notify sockets raise a signal when readable, so they need no poll), turn what
-//! happened into events, and carry out the actions `machine::step` returns. A signal outside the
-//! shutdown (HUP, USR1, WINCH, ...) is forwarded straight from the routing table instead: the
-//! machine would only echo it back.
+//! health and notify sockets raise a signal when readable, so they need no poll), route each
+//! (`route`: one lookup, whoever sent it), and carry out the actions `machine::step` returns. A
+//! signal outside the shutdown (HUP, USR1, WINCH, ...) is forwarded straight from the routing
+//! table instead: the machine would only echo it back.
+//!
+//! The path of a SIGTERM: the wait (`event_loop`, or `wait_idle` while nothing has a deadline)
+//! → `route` → `handle`, which steps the machine and carries out its actions (`forward_stop`).
 //!
 //! May import: the supervisor's set-up (`super`) and sweep, health, logging, machine, metrics,
 //! oom, reap, signals, sys.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
@@ -23,7 +27,7 @@ use crate::reap;
 use crate::reap::Status;
 
 use super::{earliest, format_elapsed, format_elapsed_bare, Supervisor, Target, Woken, KILL_WAIT};
-use super::sweep::continues;
+use super::sweep::with_cont;
 
 impl Supervisor {
     pub(super) fn event_loop(&mut self) -> i32 {
@@ -70,6 +74,10 @@ impl Supervisor {
                     }
                 }
             };
+            let woken = match woken {
+                Woken::Signal(sig, sender) => self.route_out_of_line(sig, sender, sockets).unwrap_or(Woken::Again),
+                woken => woken,
+            };
             match woken {
                 Woken::Sockets => {
                     if let Some(code) = self.drain_socket_signals() {
@@ -77,23 +85,15 @@ impl Supervisor {
                     }
                     (health_deadline, more) = self.watch_sockets(Instant::now());
                 }
-                Woken::Signal(sig, sender) => {
-                    if let Some(code) = self.on_signal(sockets, sig, sender) {
-                        return code;
-                    }
-                }
                 Woken::Exit(code) => return code,
-                Woken::Again => {}
+                Woken::Again | Woken::Signal(..) => {}
                 Woken::Failed(e) => warn!("cannot wait for signals: {e}"),
             }
         }
     }
 
-    /// The wait while nothing has a deadline, and the hot paths, inlined here in one stretch of
-    /// code: a signal to forward, and orphans reaped while the main child lives. Neither
-    /// changes a deadline, so the loop waits again at once, without the clock or the machine.
-    /// What they do is one lookup in the short way's table (`Quick`), which holds only what
-    /// needs no decision; everything else returns, as whatever woke the wait.
+    /// The wait while nothing has a deadline: what `route` does with a signal here changes no
+    /// deadline unless it says so, so the wait goes on at once, without the clock.
     /// `sockets`: whether lastcall has sockets, whose readiness signals end the wait.
     #[inline(always)]
     fn wait_idle(&mut self, sockets: bool) -> Woken {
@@ -104,29 +104,78 @@ impl Supervisor {
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Woken::Failed(e),
             };
-            match self.quick.of(n) {
-                to if to > 0 => {
-                    if self.quick_target.send(to) {
-                        self.quick.count(n);
-                    } else {
-                        self.quick_forward_failed(n);
-                    }
-                }
-                signals::REAP_QUICKLY if !self.state.cares_about_orphans() => {
-                    self.quick.count(n);
-                    if let Some(main) = self.reap_orphans() {
-                        // The machine has run: its deadlines are the outer loop's.
-                        return self.on_child_exit(Some(main)).map_or(Woken::Again, Woken::Exit);
-                    }
-                }
-                _ => {
-                    let sig = Sig(n as libc::c_int);
-                    if sockets && sys::is_readiness(sig, taker.code()) {
-                        return Woken::Sockets;
-                    }
-                    return Woken::Signal(sig, taker.sender());
-                }
+            let origin = || (taker.sender(), sockets && sys::is_readiness(Sig(n as libc::c_int), taker.code()));
+            if let Some(woken) = self.route(n, sockets, origin) {
+                return woken;
             }
+        }
+    }
+
+    /// The route: what signal number `n` does, whichever wait took it and whoever sent it, a
+    /// socket's readiness included. First the short way's table (`Quick`), which holds what
+    /// needs no decision (a forward, or orphans reaped while nothing hears of them), so the
+    /// common case is a lookup and kill(), with no clock, no machine and no sender to read;
+    /// then the signal's `Route`, with the shutdown's signals going to the machine (`handle`).
+    /// None: done, wait again at once; otherwise what the loop must see to (`Again`: the
+    /// machine ran, and its deadlines are the loop's).
+    ///
+    /// Inlined into the idle wait, and once out of line for the rest (`route_out_of_line`): on
+    /// this path the cache lines and pages touched cost more than the instructions run
+    /// (README, Performance). `count`: keep /metrics' counts of the long
+    /// way, when lastcall has sockets. `origin`: the sender, and whether the signal is a
+    /// socket's readiness; read only off the short way.
+    #[inline(always)]
+    fn route(&mut self, n: usize, count: bool, origin: impl FnOnce() -> (libc::pid_t, bool)) -> Option<Woken> {
+        match self.quick.of(n) {
+            to if to > 0 => {
+                if self.quick_target.send(to) {
+                    self.quick.count(n);
+                } else {
+                    self.quick_forward_failed(n);
+                }
+                return None;
+            }
+            signals::REAP_QUICKLY if !self.state.cares_about_orphans() => {
+                self.quick.count(n);
+                return self.reap_quietly();
+            }
+            _ => {}
+        }
+        let (sender, readiness) = origin();
+        if readiness {
+            return Some(Woken::Sockets);
+        }
+        let sig = Sig(n as libc::c_int);
+        if count {
+            metrics::count(&mut self.counters.received, sig);
+        }
+        match self.routes.of(sig) {
+            Route::Forward(to) if self.is_for_the_child(sig, sender) => self.forward(count, sig, to, sender),
+            Route::Forward(_) | Route::Drop => debug!("not forwarding {sig} from pid {sender}"),
+            Route::Suspend(to) => self.suspend(sig, to),
+            Route::Shutdown => {
+                debug!(event = "signal", signal = sig.to_string().as_str(), pid = sender; "received {sig} from pid {sender}");
+                return Some(self.handle(Event::Termination(sig), Instant::now()).map_or(Woken::Again, Woken::Exit));
+            }
+            Route::Reap => return self.on_sigchld(None),
+        }
+        None
+    }
+
+    /// `route`, out of the idle loop (for size): the signals taken with a deadline pending, at
+    /// start-up, and among socket signals. `count`: as `route`'s.
+    #[cold]
+    #[inline(never)]
+    fn route_out_of_line(&mut self, sig: Sig, sender: libc::pid_t, count: bool) -> Option<Woken> {
+        self.route(sig.0 as usize, count, || (sender, false))
+    }
+
+    /// `route`, counted, for the signals taken at start-up and among socket signals; `Some(code)`
+    /// when it is time to exit.
+    pub(super) fn on_signal_out_of_line(&mut self, sig: Sig, sender: libc::pid_t) -> Option<i32> {
+        match self.route_out_of_line(sig, sender, true) {
+            Some(Woken::Exit(code)) => Some(code),
+            _ => None,
         }
     }
 
@@ -150,44 +199,35 @@ impl Supervisor {
         });
     }
 
-    /// SIGCHLD. While the main child lives and nobody is to hear of orphans, they are reaped
-    /// without counting or decoding a thing (`reap_orphans`). Anything else goes the whole way
-    /// (`on_child_exit`).
+    /// SIGCHLD the short way: while the main child lives and nobody is to hear of orphans
+    /// (`Quick::new`), a burst of them is reaped and counted, and costs neither the clock nor
+    /// the machine. The reap stops at the main child, whose exit goes on to `on_sigchld`.
+    #[inline(always)]
+    fn reap_quietly(&mut self) -> Option<Woken> {
+        let found = reap::reap(Quietly(self));
+        match found {
+            ControlFlow::Continue(_) => None,
+            ControlFlow::Break(main) => self.on_sigchld(Some(Status::from_raw(main))),
+        }
+    }
+
+    /// SIGCHLD the long way: each reap logged (--warn-reaping, or the debug log), or orphans
+    /// the machine waits for. `main`: the main child's status, when `reap_quietly` reaped it.
     #[inline(never)]
-    fn on_sigchld(&mut self) -> Option<i32> {
-        if !self.orphans_change_nothing() {
-            return self.on_child_exit(None);
-        }
-        self.reap_orphans().and_then(|main| self.on_child_exit(Some(main)))
-    }
-
-    /// Whether an orphan's reap changes nothing and nobody is to hear of it (no --warn-reaping,
-    /// no debug log: the short way's table says, `Quick::new`): while the main child lives,
-    /// outside the kill phase.
-    #[inline(always)]
-    fn orphans_change_nothing(&self) -> bool {
-        self.quick.reaps_quietly() && !self.state.cares_about_orphans()
-    }
-
-    /// Reaps every child that has exited, when `orphans_change_nothing`. Stops at the main
-    /// child, whose status it returns for `on_child_exit`; None once nothing is left.
-    #[inline(always)]
-    fn reap_orphans(&mut self) -> Option<Status> {
-        loop {
-            match sys::wait_any_exited() {
-                Ok(Some((pid, status))) if pid == self.child => return Some(Status::from_raw(status)),
-                Ok(Some((pid, status))) => {
-                    self.counters.orphans_reaped = self.counters.orphans_reaped.wrapping_add(1);
-                    // A death by SIGKILL is when the OOM killer may have been at work.
-                    if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL {
-                        self.check_oom(false, Some(pid));
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => {}
-                // Nothing left (ECHILD, or a failure that cannot be retried usefully either).
-                Ok(None) | Err(_) => return None,
+    fn on_sigchld(&mut self, main: Option<Status>) -> Option<Woken> {
+        let warn_reaping = self.warn_reaping;
+        // The last process other than the app that died of SIGKILL: the OOM killer's mark.
+        let mut killed = None;
+        let mut reaped = reap::reap_all(self.child, |pid, status| {
+            if died_of_sigkill(status) {
+                killed = Some(pid);
             }
+            log_reap(warn_reaping, pid, status);
+        });
+        if main.is_some() {
+            reaped.main = main;
         }
+        self.on_child_exit(reaped, killed)
     }
 
     /// Serves the sockets: relays what the notify socket holds, and answers, times out and
@@ -260,37 +300,6 @@ impl Supervisor {
         }
     }
 
-    /// Acts on one signal; `Some(code)` when it is time to exit.
-    ///
-    /// The common case, a signal to forward, is a table lookup and kill(): no clock, no state
-    /// machine, and inlined into the loop. On this path the cache lines and pages touched cost
-    /// more than the instructions run: calls out to musl's syscall wrappers and to this path's
-    /// own helpers, elsewhere in the binary, measured 0.15-0.2 µs per signal (README,
-    /// Performance). Everything else is out of line. `count`: keep /metrics' counts, two
-    /// increments, when lastcall has sockets.
-    #[inline(always)]
-    fn on_signal(&mut self, count: bool, sig: Sig, sender: libc::pid_t) -> Option<i32> {
-        if count {
-            metrics::count(&mut self.counters.received, sig);
-        }
-        match self.routes.of(sig) {
-            Route::Forward(to) if self.is_for_the_child(sig, sender) => {
-                self.forward(count, sig, to, sender);
-                None
-            }
-            Route::Reap => self.on_sigchld(),
-            route => self.on_other_signal(route, sig, sender),
-        }
-    }
-
-    /// `on_signal`, counted, for the signals taken at start-up and among socket signals: one
-    /// copy out of the loop, for size.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn on_signal_out_of_line(&mut self, sig: Sig, sender: libc::pid_t) -> Option<i32> {
-        self.on_signal(true, sig, sender)
-    }
-
     /// A SIGPIPE lastcall caused itself, by writing a log line to a closed stderr, is not the
     /// child's business. (Other signals from our own pid are real: one raised before exec,
     /// while starting lastcall, carries the pid lastcall has.)
@@ -310,15 +319,11 @@ impl Supervisor {
         }
     }
 
-    /// SIGCHLD: reap. An orphan while the main child lives changes nothing, so a burst of them
-    /// costs neither the clock nor the machine.
-    /// `main`: the main child's status, when it was reaped already (`reap_orphans`).
+    /// What a reap means beyond an orphan counted (`on_sigchld`): the main child's exit, an OOM
+    /// kill to look for (`other_killed`: the last process other than the app that died of
+    /// SIGKILL), or orphans the machine waits for. None when the machine did not run.
     #[inline(never)]
-    fn on_child_exit(&mut self, main: Option<Status>) -> Option<i32> {
-        let (mut reaped, other_killed) = self.reap();
-        if main.is_some() {
-            reaped.main = main;
-        }
+    fn on_child_exit(&mut self, reaped: reap::Reaped, other_killed: Option<Pid>) -> Option<Woken> {
         if reaped.main.is_some() {
             self.main_status = reaped.main;
             // The short way sends to the app's group or pidfd without asking whether it is
@@ -353,26 +358,7 @@ impl Supervisor {
                 debug!(event = "child_exit", pid = self.child.as_raw(), code = status.code(); "child {how}");
             }
         }
-        self.handle(Event::Reaped { main, children_left: reaped.children_left }, now)
-    }
-
-    #[inline(never)]
-    fn on_other_signal(&mut self, route: Route, sig: Sig, sender: libc::pid_t) -> Option<i32> {
-        match route {
-            Route::Forward(_) | Route::Drop => {
-                debug!("not forwarding {sig} from pid {sender}");
-                None
-            }
-            Route::Suspend(to) => {
-                self.suspend(sig, to);
-                None
-            }
-            Route::Shutdown => {
-                debug!(event = "signal", signal = sig.to_string().as_str(), pid = sender; "received {sig} from pid {sender}");
-                self.handle(Event::Termination(sig), Instant::now())
-            }
-            Route::Reap => self.on_child_exit(None),
-        }
+        Some(self.handle(Event::Reaped { main, children_left: reaped.children_left }, now).map_or(Woken::Again, Woken::Exit))
     }
 
     /// Whether the kernel's OOM-kill counter rose since it was last read, and if so, says who it
@@ -429,27 +415,8 @@ impl Supervisor {
         let _ = sys::kill(self.me.as_raw(), Sig::STOP);
     }
 
-    /// Reaps what has exited; also returns the last process other than the app that died of
-    /// SIGKILL, if any (a bit test on the status, no work for anything else).
-    fn reap(&self) -> (reap::Reaped, Option<Pid>) {
-        let warn_reaping = self.warn_reaping;
-        let mut killed = None;
-        let reaped = reap::reap_all(self.child, |pid, status| {
-            if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL {
-                killed = Some(pid);
-            }
-            if warn_reaping {
-                warn!(event = "reaped", pid = pid.as_raw(), status = Status::from_raw(status).to_string().as_str();
-                      "Reaped zombie process with pid={pid}: {}", Status::from_raw(status));
-            } else {
-                debug!(event = "reaped", pid = pid.as_raw(), status = Status::from_raw(status).to_string().as_str();
-                       "reaped pid {pid}: {}", Status::from_raw(status));
-            }
-        });
-        (reaped, killed)
-    }
-
     /// Steps the machine and carries out its actions; `Some(code)` when it is time to exit.
+    #[inline(never)]
     fn handle(&mut self, event: Event, now: Instant) -> Option<i32> {
         let (state, actions) = machine::step(self.state, event, now, &self.policy);
         self.state = state;
@@ -616,10 +583,7 @@ impl Supervisor {
             return;
         };
         let ms = self.elapsed_ms(now);
-        let sent = self.send(target, sig);
-        if self.cont_after_stop && continues(sig) {
-            let _ = self.send(target, Sig::CONT);
-        }
+        let sent = with_cont(sig, self.cont_after_stop, |sig| self.send(target, sig));
         if sent.is_ok() {
             metrics::count(&mut self.counters.forwarded, sig);
         }
@@ -644,3 +608,39 @@ impl Supervisor {
     }
 }
 
+/// A reaped process other than the app, as --warn-reaping or the debug log show it.
+#[cold]
+fn log_reap(warn_reaping: bool, pid: Pid, status: libc::c_int) {
+    let status = Status::from_raw(status);
+    if warn_reaping {
+        warn!(event = "reaped", pid = pid.as_raw(), status = status.to_string().as_str();
+              "Reaped zombie process with pid={pid}: {status}");
+    } else {
+        debug!(event = "reaped", pid = pid.as_raw(), status = status.to_string().as_str(); "reaped pid {pid}: {status}");
+    }
+}
+
+/// A death by SIGKILL is when the OOM killer may have been at work.
+#[inline(always)]
+fn died_of_sigkill(status: libc::c_int) -> bool {
+    libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL
+}
+
+/// `reap_quietly`'s work for each child reaped: an orphan is counted (and an OOM kill looked
+/// for), and the main child ends the pass. A type rather than a closure, so that it is inlined
+/// into the loop however many copies of the loop there are.
+struct Quietly<'a>(&'a mut Supervisor);
+
+impl reap::OnExit<libc::c_int> for Quietly<'_> {
+    #[inline(always)]
+    fn exited(&mut self, pid: Pid, status: libc::c_int) -> ControlFlow<libc::c_int> {
+        if pid == self.0.child {
+            return ControlFlow::Break(status);
+        }
+        self.0.counters.orphans_reaped = self.0.counters.orphans_reaped.wrapping_add(1);
+        if died_of_sigkill(status) {
+            self.0.check_oom(false, Some(pid));
+        }
+        ControlFlow::Continue(())
+    }
+}

@@ -130,16 +130,47 @@ impl Supervisor {
 /// A stop signal of the shutdown, followed by SIGCONT as systemd does (with `cont`: not under a
 /// peer's name): a stopped process (SIGSTOP, Ctrl-Z elsewhere, a debugger) cannot run its handler
 /// until it is continued, and would only meet the SIGKILL at the deadline. SIGCONT is harmless to
-/// one that runs. Not after SIGKILL, SIGCONT itself, or a signal that stops.
-fn send_stop_signal(target: libc::pid_t, sig: Sig, cont: bool) -> nix::Result<()> {
-    let sent = sys::kill(target, sig);
-    if cont && continues(sig) {
-        let _ = sys::kill(target, Sig::CONT);
+/// one that runs. Not after SIGKILL, SIGCONT itself, or a signal that stops. `send` sends one
+/// signal wherever this one goes; what it returns for the stop signal is returned.
+pub(super) fn with_cont(sig: Sig, cont: bool, mut send: impl FnMut(Sig) -> nix::Result<()>) -> nix::Result<()> {
+    let sent = send(sig);
+    if cont && !matches!(sig, Sig::KILL | Sig::CONT | Sig::STOP | Sig::TSTP | Sig::TTIN | Sig::TTOU) {
+        let _ = send(Sig::CONT);
     }
     sent
 }
 
-/// Whether a stop signal is followed by SIGCONT (see `send_stop_signal`).
-pub(super) fn continues(sig: Sig) -> bool {
-    !matches!(sig, Sig::KILL | Sig::CONT | Sig::STOP | Sig::TSTP | Sig::TTIN | Sig::TTOU)
+/// `with_cont` by kill(): to a process, a group (negative) or everything (-1).
+fn send_stop_signal(target: libc::pid_t, sig: Sig, cont: bool) -> nix::Result<()> {
+    with_cont(sig, cont, |sig| sys::kill(target, sig))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_signal_is_followed_by_sigcont_unless_it_kills_stops_or_continues() {
+        let cases = [
+            (Sig::TERM, true, &[Sig::TERM, Sig::CONT][..]),
+            (Sig(libc::SIGUSR1), true, &[Sig(libc::SIGUSR1), Sig::CONT]),
+            (Sig::TERM, false, &[Sig::TERM]),
+            (Sig::KILL, true, &[Sig::KILL]),
+            (Sig::CONT, true, &[Sig::CONT]),
+            (Sig::STOP, true, &[Sig::STOP]),
+            (Sig::TSTP, true, &[Sig::TSTP]),
+            (Sig::TTIN, true, &[Sig::TTIN]),
+            (Sig::TTOU, true, &[Sig::TTOU]),
+        ];
+        for (sig, cont, expected) in cases {
+            let mut sent = vec![];
+            let result = with_cont(sig, cont, |s| {
+                sent.push(s);
+                if s == Sig::CONT && sig != Sig::CONT { Err(nix::errno::Errno::ESRCH) } else { Ok(()) }
+            });
+            assert_eq!(sent, expected, "{sig}, cont {cont}");
+            // What the stop signal's send returned, whatever SIGCONT's did.
+            assert_eq!(result, Ok(()), "{sig}");
+        }
+    }
 }
