@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use log::{debug, warn};
 use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, UnixAddr};
 
-use crate::logging::Repeated;
+use crate::logging::{Event, Repeated};
 use crate::sys;
 use fence::{bind_private, hex_tag, open_to_the_app, sweep_stale, Locked};
 use trust::Trust;
@@ -216,7 +216,7 @@ impl NotifyRelay {
         match self.socket.send_to_addr(message, &self.upstream) {
             Ok(_) => {
                 if log::log_enabled!(log::Level::Debug) {
-                    debug!(event = "notify"; "notify: {}", String::from_utf8_lossy(message).trim_end().replace('\n', " "));
+                    debug!(event = Event::Notify.name(); "notify: {}", String::from_utf8_lossy(message).trim_end().replace('\n', " "));
                 }
             }
             Err(e) => self.undeliverable.warn(format_args!("{e}")),

@@ -154,7 +154,7 @@ impl Supervisor {
             Route::Forward(_) | Route::Drop => debug!("not forwarding {sig} from pid {sender}"),
             Route::Suspend(to) => self.suspend(sig, to),
             Route::Shutdown => {
-                debug!(event = "signal", signal = sig.to_string().as_str(), pid = sender; "received {sig} from pid {sender}");
+                debug!(event = logging::Event::Signal.name(), signal = sig.to_string().as_str(), pid = sender; "received {sig} from pid {sender}");
                 return Some(self.handle(Event::Termination(sig), Instant::now()).map_or(Woken::Again, Woken::Exit));
             }
             Route::Reap => return self.on_sigchld(None),
@@ -352,10 +352,10 @@ impl Supervisor {
             };
             // The timeline's last line; an app that simply ends is no news.
             if self.shutdown_at.is_some() {
-                info!(event = "child_exit", pid = self.child.as_raw(), code = status.code(), elapsed_ms = self.elapsed_ms(now);
+                info!(event = logging::Event::ChildExit.name(), pid = self.child.as_raw(), code = status.code(), elapsed_ms = self.elapsed_ms(now);
                       "{}child {how}", self.elapsed(now));
             } else {
-                debug!(event = "child_exit", pid = self.child.as_raw(), code = status.code(); "child {how}");
+                debug!(event = logging::Event::ChildExit.name(), pid = self.child.as_raw(), code = status.code(); "child {how}");
             }
         }
         Some(self.handle(Event::Reaped { main, children_left: reaped.children_left }, now).map_or(Woken::Again, Woken::Exit))
@@ -380,14 +380,14 @@ impl Supervisor {
         if matches!(self.state.phase, Phase::Killing { .. }) {
             // lastcall's own SIGKILLs are out as well: which of the dead the kernel took cannot
             // be told, so nobody is blamed.
-            warn!(event = "oom_kill"; "the OOM killer killed {new} process(es) in lastcall's cgroup{limit}");
+            warn!(event = logging::Event::OomKill.name(); "the OOM killer killed {new} process(es) in lastcall's cgroup{limit}");
             return;
         }
         if main_killed {
-            error!(event = "oom_kill", pid = self.child.as_raw(), signal = "SIGKILL", code = machine::KILLED_CODE; "app killed by the OOM killer{limit}");
+            error!(event = logging::Event::OomKill.name(), pid = self.child.as_raw(), signal = "SIGKILL", code = machine::KILLED_CODE; "app killed by the OOM killer{limit}");
         }
         if let Some(pid) = other_killed.filter(|_| !main_killed || new > 1) {
-            warn!(event = "oom_kill", pid = pid.as_raw(), signal = "SIGKILL";
+            warn!(event = logging::Event::OomKill.name(), pid = pid.as_raw(), signal = "SIGKILL";
                   "process {pid} killed by the OOM killer{limit}; the app runs on without it");
         }
     }
@@ -397,7 +397,7 @@ impl Supervisor {
         let (whom, child) = (self.whom(), self.child);
         let rewritten = if to == sig { String::new() } else { format!(" as {to}") };
         match result {
-            Ok(()) => debug!(event = "forwarded", signal = to.to_string().as_str(); "forwarded {sig} from pid {sender}{rewritten} to {whom} {child}"),
+            Ok(()) => debug!(event = logging::Event::Forwarded.name(), signal = to.to_string().as_str(); "forwarded {sig} from pid {sender}{rewritten} to {whom} {child}"),
             Err(e) => debug!("cannot forward {sig}{rewritten} to {whom} {child}: {e}"),
         }
     }
@@ -452,7 +452,7 @@ impl Supervisor {
                 (false, false) => "no ready file or health endpoint to withdraw",
             };
             let systemd = if self.notify.is_some() { "; systemd hears STOPPING=1" } else { "" };
-            info!(event = "unready"; "unready: {what}{systemd}");
+            info!(event = logging::Event::Unready.name(); "unready: {what}{systemd}");
         }
         if let Some(file) = &mut self.ready_file {
             file.remove();
@@ -476,18 +476,18 @@ impl Supervisor {
         let ms = self.elapsed_ms(now);
         match note {
             Note::Received(sig) => {
-                info!(event = "signal", signal = sig.to_string().as_str(), elapsed_ms = ms; "{at} received {sig}");
+                info!(event = logging::Event::Signal.name(), signal = sig.to_string().as_str(), elapsed_ms = ms; "{at} received {sig}");
                 if first {
                     self.note_deadline(&at, now);
                 }
             }
             Note::PreStopStarted => {
-                info!(event = "pre_stop", elapsed_ms = ms;
+                info!(event = logging::Event::PreStop.name(), elapsed_ms = ms;
                       "{at} pre-stop: the app keeps running for {}", format_elapsed_bare(self.policy.pre_stop))
             }
-            Note::PreStopEnded => info!(event = "pre_stop", elapsed_ms = ms; "{at} pre-stop ended"),
-            Note::PreStopCut => info!(event = "pre_stop", elapsed_ms = ms; "{at} pre-stop cut short"),
-            Note::GraceExpired => info!(event = "grace_expired", signal = "SIGKILL", elapsed_ms = ms;
+            Note::PreStopEnded => info!(event = logging::Event::PreStop.name(), elapsed_ms = ms; "{at} pre-stop ended"),
+            Note::PreStopCut => info!(event = logging::Event::PreStop.name(), elapsed_ms = ms; "{at} pre-stop cut short"),
+            Note::GraceExpired => info!(event = logging::Event::GraceExpired.name(), signal = "SIGKILL", elapsed_ms = ms;
                                         "{at} grace expired: sent SIGKILL to every remaining process"),
         }
     }
@@ -499,7 +499,7 @@ impl Supervisor {
         let pre_stop = format_elapsed_bare(self.policy.pre_stop);
         let (kill_at, budget) = match (self.state.phase, self.policy.grace) {
             (_, None) => {
-                info!(event = "deadline", elapsed_ms = 0u64; "{at} no SIGKILL: the grace is unlimited");
+                info!(event = logging::Event::Deadline.name(), elapsed_ms = 0u64; "{at} no SIGKILL: the grace is unlimited");
                 return;
             }
             (Phase::PreStop { until, .. }, Some(grace)) => {
@@ -511,7 +511,7 @@ impl Supervisor {
         };
         let kill_at_ms = u64::try_from(kill_at.saturating_duration_since(now).as_millis()).unwrap_or(u64::MAX);
         let when = format_elapsed(kill_at.saturating_duration_since(self.clock_zero));
-        info!(event = "deadline", kill_at_ms = kill_at_ms, elapsed_ms = 0u64;
+        info!(event = logging::Event::Deadline.name(), kill_at_ms = kill_at_ms, elapsed_ms = 0u64;
               "{at} SIGKILL at {when} if the app is still running ({budget})");
     }
 
@@ -589,16 +589,16 @@ impl Supervisor {
         }
         match sent {
             Ok(()) if self.single_child => {
-                info!(event = "forwarded", signal = sig.to_string().as_str(), pid = self.child.as_raw(), elapsed_ms = ms;
+                info!(event = logging::Event::Forwarded.name(), signal = sig.to_string().as_str(), pid = self.child.as_raw(), elapsed_ms = ms;
                       "{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child)
             }
-            Ok(()) => info!(event = "forwarded", signal = sig.to_string().as_str(), pgid = self.child.as_raw(), elapsed_ms = ms;
+            Ok(()) => info!(event = logging::Event::Forwarded.name(), signal = sig.to_string().as_str(), pgid = self.child.as_raw(), elapsed_ms = ms;
                             "{}forwarded {sig} to {whom} {}", self.elapsed(now), self.child),
             Err(e) => debug!("cannot forward {sig} to {whom} {}: {e}", self.child),
         }
         // json only: text has no line of its own for the grace (a peer's name prints none).
         if let (true, Phase::Draining { until: Some(_) }, Some(grace)) = (logging::json(), self.state.phase, self.policy.grace) {
-            info!(event = "grace", elapsed_ms = ms; "grace: {} until SIGKILL", format_elapsed_bare(grace));
+            info!(event = logging::Event::Grace.name(), elapsed_ms = ms; "grace: {} until SIGKILL", format_elapsed_bare(grace));
         }
     }
 
@@ -613,10 +613,10 @@ impl Supervisor {
 fn log_reap(warn_reaping: bool, pid: Pid, status: libc::c_int) {
     let status = Status::from_raw(status);
     if warn_reaping {
-        warn!(event = "reaped", pid = pid.as_raw(), status = status.to_string().as_str();
+        warn!(event = logging::Event::Reaped.name(), pid = pid.as_raw(), status = status.to_string().as_str();
               "Reaped zombie process with pid={pid}: {status}");
     } else {
-        debug!(event = "reaped", pid = pid.as_raw(), status = status.to_string().as_str(); "reaped pid {pid}: {status}");
+        debug!(event = logging::Event::Reaped.name(), pid = pid.as_raw(), status = status.to_string().as_str(); "reaped pid {pid}: {status}");
     }
 }
 

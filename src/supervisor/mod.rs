@@ -18,7 +18,7 @@ use nix::unistd::{getpid, Pid};
 use crate::config::{Config, Subreaper};
 use crate::error::{Error, OneLine};
 use crate::health::Health;
-use crate::logging;
+use crate::logging::{self, Event};
 use crate::machine::{Policy, State};
 use crate::metrics::Counters;
 use crate::notify::NotifyRelay;
@@ -218,7 +218,7 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
         child::leave_cwd_late();
     }
     drop(cwd);
-    debug!(event = "started", pid = started.pid.as_raw(); "started {:?} as pid {}", config.command, started.pid);
+    debug!(event = Event::Started.name(), pid = started.pid.as_raw(); "started {:?} as pid {}", config.command, started.pid);
     // Listed now, while the app execs: the app's are the fds without close-on-exec.
     child::close_inherited(&child::inherited_fds());
     if let Some(file) = &mut ready_file {
@@ -269,8 +269,8 @@ fn supervise(config: &Config, init: Init, mut launched: Launched, clock_zero: In
     // json's last line; text has none (a peer's name prints nothing here).
     if logging::json() {
         match ending {
-            Ending::Code(code) => info!(event = "exit", code = code; "exiting with {code}"),
-            Ending::Signal(sig) => info!(event = "exit", signal = sig.to_string().as_str(), code = ending.code(); "exiting by {sig}"),
+            Ending::Code(code) => info!(event = Event::Exit.name(), code = code; "exiting with {code}"),
+            Ending::Signal(sig) => info!(event = Event::Exit.name(), signal = sig.to_string().as_str(), code = ending.code(); "exiting by {sig}"),
         }
     }
     ending

@@ -1,12 +1,13 @@
 //! The sweep: a signal to everything lastcall still has (signal-all), SIGKILL to every
 //! descendant (kill-all), and the walk of /proc that finds them.
 //!
-//! May import: the supervisor's set-up (`super`), metrics, procfs, signals, sys.
+//! May import: the supervisor's set-up (`super`), logging (`Event`), metrics, procfs, signals, sys.
 
 use std::time::Instant;
 
 use log::{debug, info, warn};
 
+use crate::logging::Event;
 use crate::metrics;
 use crate::signals::Sig;
 use crate::sys;
@@ -23,7 +24,7 @@ impl Supervisor {
             return self.kill_all();
         }
         metrics::count(&mut self.counters.forwarded, sig);
-        info!(event = "forwarded", signal = sig.to_string().as_str(), elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to every remaining process", self.elapsed(now));
+        info!(event = Event::Forwarded.name(), signal = sig.to_string().as_str(), elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to every remaining process", self.elapsed(now));
         if self.pid1 {
             if let Err(e) = send_stop_signal(-1, sig, self.cont_after_stop) {
                 debug!("kill(-1, {sig}): {e}");
@@ -56,7 +57,7 @@ impl Supervisor {
             let _ = sys::kill(-self.child.as_raw(), Sig::KILL);
         }
         let (killed, complete) = if proc_is_ours(self.me) { self.kill_descendants() } else { (0, false) };
-        debug!(event = "killed", signal = "SIGKILL"; "SIGKILL to {killed} descendants");
+        debug!(event = Event::Killed.name(), signal = "SIGKILL"; "SIGKILL to {killed} descendants");
         if !complete && !self.warned_blind {
             self.warned_blind = true;
             warn!("cannot see every process left behind in /proc; those that come back to lastcall are killed as they do");
@@ -90,7 +91,7 @@ impl Supervisor {
     /// away), which has had its stop signal already.
     pub(super) fn signal_others(&mut self, sig: Sig, now: Instant) {
         metrics::count(&mut self.counters.forwarded, sig);
-        info!(event = "forwarded", signal = sig.to_string().as_str(), elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to the processes outside the app's group", self.elapsed(now));
+        info!(event = Event::Forwarded.name(), signal = sig.to_string().as_str(), elapsed_ms = self.elapsed_ms(now); "{}sent {sig} to the processes outside the app's group", self.elapsed(now));
         match self.descendants_in_view() {
             Some(processes) => {
                 for (pid, pgrp) in processes {
