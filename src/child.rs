@@ -40,6 +40,9 @@ pub struct Launch<'a> {
     /// A script without `#!` runs through /bin/sh, as under glibc's execvp (the personality's
     /// `scripts_through_sh`).
     pub scripts_through_sh: bool,
+    /// The pid variables lastcall was given, with their values: those that name lastcall are
+    /// meant for the app, and name it instead.
+    pub pid_variables: &'a [(&'static str, OsString)],
 }
 
 pub struct Started {
@@ -60,7 +63,7 @@ pub fn spawn(launch: &Launch) -> Result<Started, Error> {
     // name it.
     let me = getpid().to_string();
     let renamed: Vec<&str> =
-        sys::PID_VARIABLES.into_iter().filter(|name| sys::env_value(name).is_some_and(|p| p == me.as_str())).collect();
+        launch.pid_variables.iter().filter(|(_, value)| value.as_os_str() == me.as_str()).map(|(name, _)| *name).collect();
     let mut early_signals = Vec::new();
 
     if launch.detach == Detach::Session && take_terminal {

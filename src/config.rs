@@ -75,6 +75,8 @@ pub struct Config {
     pub names_oom_kills: bool,
     /// The exit codes of a failed start, and how lastcall ends.
     pub exits: Exits,
+    /// What lastcall's own environment says to the set-up (beyond the options).
+    pub inherited: Inherited,
     /// Said once at start-up, as warnings: `LASTCALL_*` variables lastcall does not know.
     pub warnings: Vec<String>,
     /// The options given on the command line with a value, as the variables that say the same
@@ -105,6 +107,21 @@ pub const HANDED_DOWN: &[&str] = &[
 /// What an outer lastcall waits past its own pre-stop and grace before its backstop SIGKILL: room
 /// for the inner one's own SIGKILL, reaping and exit, so that the two never race.
 pub const BACKSTOP_MARGIN: Duration = Duration::from_secs(2);
+
+/// The variables of lastcall's environment that the set-up acts on, read once by `cli`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inherited {
+    /// NOTIFY_SOCKET, when set, not empty and text.
+    pub notify_socket: Option<String>,
+    /// The first directory of systemd's RUNTIME_DIRECTORY, where the notify socket goes first.
+    pub runtime_directory: Option<PathBuf>,
+    /// PATH, to find the command.
+    pub path: Option<OsString>,
+    /// The pid variables (LISTEN_PID, WATCHDOG_PID) that are set, with their values.
+    pub pid_variables: Vec<(&'static str, OsString)>,
+    /// Which of USER and LOGNAME are set (`--user` sets the others).
+    pub user_names_set: Vec<&'static str>,
+}
 
 impl Config {
     /// What an outer lastcall keeps when its command is lastcall too: forwarding, reaping, the
@@ -222,6 +239,7 @@ mod tests {
             cont_after_stop: true,
             names_oom_kills: true,
             exits: crate::personality::LASTCALL.exits(),
+            inherited: Inherited::default(),
         }
     }
 

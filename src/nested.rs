@@ -20,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::sys::{self, NOTE};
+use crate::sys::NOTE;
 
 const PT_NOTE: u32 = 4;
 /// Program headers read at most; real binaries have about a dozen.
@@ -40,8 +40,8 @@ pub enum Detected {
 }
 
 /// Whether `command` (lastcall's, with its arguments) runs a lastcall, and the file it runs.
-pub fn command_is_lastcall(command: &[OsString]) -> (Detected, Option<PathBuf>) {
-    match command.first().and_then(|program| resolve(program, sys::env_value("PATH"))) {
+pub fn command_is_lastcall(command: &[OsString], path_var: Option<&OsStr>) -> (Detected, Option<PathBuf>) {
+    match command.first().and_then(|program| resolve(program, path_var)) {
         Some(file) => (detect(&file), Some(file)),
         None => (Detected::NotLastcall, None),
     }

@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use crate::signals::{Sig, Suspend};
 use crate::sys;
 // Re-exported: the fuzz targets and callers reach these as `lastcall::cli::...`.
 pub use crate::config::{Config, ProbeConfig, ProbeTarget, Subreaper, HEALTH_PROBE_TIMEOUT, PROBE_TIMEOUT};
+use crate::config::Inherited;
 pub use crate::values::{parse_duration, MAX_DURATION};
 use crate::values::*;
 
@@ -309,7 +311,7 @@ impl OptionVariables {
     /// The variable `name`: from the copy if it is an option's, else looked up as usual.
     pub fn get(&self, name: &str) -> Option<OsString> {
         if !is_option_variable(name.as_bytes()) {
-            return std::env::var_os(name);
+            return sys::env_value(name).map(OsStr::to_owned);
         }
         self.0.iter().find(|(key, _)| key == name).map(|(_, value)| value.clone())
     }
@@ -638,7 +640,26 @@ where
         cont_after_stop: p.cont_after_stop,
         names_oom_kills: p.names_oom_kills,
         exits: p.exits(),
+        inherited: inherited(env),
     })
+}
+
+/// The variables the set-up acts on besides the options: all of lastcall's environment that is
+/// read, is read here.
+fn inherited<F>(env: &Env<F>) -> Inherited
+where
+    F: Fn(&str) -> Option<OsString>,
+{
+    let get = |name: &str| (env.lookup)(name);
+    Inherited {
+        notify_socket: get("NOTIFY_SOCKET").and_then(|s| s.into_string().ok()).filter(|s| !s.is_empty()),
+        runtime_directory: get("RUNTIME_DIRECTORY").and_then(|dirs| {
+            dirs.as_bytes().split(|&b| b == b':').next().filter(|d| !d.is_empty()).map(|d| PathBuf::from(OsStr::from_bytes(d)))
+        }),
+        path: get("PATH"),
+        pid_variables: sys::PID_VARIABLES.into_iter().filter_map(|name| Some((name, get(name)?))).collect(),
+        user_names_set: ["USER", "LOGNAME"].into_iter().filter(|name| get(name).is_some()).collect(),
+    }
 }
 
 /// The peer's own flags spell signals the peer's way (its `-r`, its `-p`).

@@ -796,3 +796,18 @@ fn each_name_resolves_into_behaviour() {
     let single = config_as("dumb-init", &["-c", "app"], &[]);
     assert_eq!((single.suspend, single.own_group_for_single_child), (Some(Suspend::AsReceived), false));
 }
+
+#[test]
+fn the_environment_the_set_up_acts_on_is_read_here() {
+    let c = config(
+        &["--", "app"],
+        &[("NOTIFY_SOCKET", "@sd"), ("RUNTIME_DIRECTORY", "/run/a:/run/b"), ("PATH", "/x"), ("LISTEN_PID", "7"), ("LOGNAME", "me")],
+    );
+    assert_eq!(c.inherited.notify_socket.as_deref(), Some("@sd"));
+    assert_eq!(c.inherited.runtime_directory, Some(PathBuf::from("/run/a")));
+    assert_eq!(c.inherited.path, Some("/x".into()));
+    assert_eq!(c.inherited.pid_variables, vec![("LISTEN_PID", "7".into())]);
+    assert_eq!(c.inherited.user_names_set, vec!["LOGNAME"]);
+    let c = config(&["--", "app"], &[("NOTIFY_SOCKET", ""), ("RUNTIME_DIRECTORY", ":/run/b")]);
+    assert_eq!((c.inherited.notify_socket, c.inherited.runtime_directory), (None, None));
+}

@@ -19,9 +19,9 @@ use crate::sys;
 /// name planted in advance cannot be taken over. The directory is locked (flock) before the
 /// socket is bound in it, and stays locked until lastcall is gone, however it goes: that is how
 /// `sweep_stale` tells a dead one's.
-pub(super) fn bind_private(tag: &str) -> Option<(UnixDatagram, PathBuf, Locked)> {
+pub(super) fn bind_private(tag: &str, runtime_directory: Option<&Path>) -> Option<(UnixDatagram, PathBuf, Locked)> {
     let mut tried: Vec<PathBuf> = Vec::new();
-    for base in bases() {
+    for base in bases(runtime_directory) {
         if !base.is_absolute() || tried.contains(&base) {
             continue;
         }
@@ -51,9 +51,8 @@ pub(super) fn bind_private(tag: &str) -> Option<(UnixDatagram, PathBuf, Locked)>
 /// directory and the socket journals inodes, slowing start-up and exit, and the last close may
 /// wait for a busy journal. Evaluated lazily: the first base that takes the directory ends the
 /// look-up.
-fn bases() -> impl Iterator<Item = PathBuf> {
-    let runtime = std::env::var_os("RUNTIME_DIRECTORY")
-        .and_then(|dirs| dirs.as_bytes().split(|&b| b == b':').next().map(|d| PathBuf::from(std::ffi::OsStr::from_bytes(d))));
+fn bases(runtime_directory: Option<&Path>) -> impl Iterator<Item = PathBuf> {
+    let runtime = runtime_directory.map(Path::to_path_buf);
     let in_memory = ["/run", "/dev/shm"].into_iter().filter(|base| fenced_tmpfs(Path::new(base))).map(PathBuf::from);
     runtime.into_iter().chain(in_memory).chain([PathBuf::from("/run"), std::env::temp_dir()])
 }

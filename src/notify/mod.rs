@@ -24,7 +24,7 @@ use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use log::{debug, warn};
 use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, UnixAddr};
@@ -71,7 +71,7 @@ impl NotifyRelay {
     /// A relay for `notify_socket` (NOTIFY_SOCKET's value), or None for an address kind systemd
     /// may use but lastcall cannot relay (vsock): the child then gets the variable unchanged.
     /// `app`: the uid and gid the app runs as (`--user`), which must reach the socket too.
-    pub fn new(notify_socket: &str, app: Option<(u32, u32)>) -> io::Result<Option<NotifyRelay>> {
+    pub fn new(notify_socket: &str, app: Option<(u32, u32)>, runtime_directory: Option<&Path>) -> io::Result<Option<NotifyRelay>> {
         let upstream = match notify_socket.strip_prefix('@') {
             Some(abstract_name) => SocketAddr::from_abstract_name(abstract_name)?,
             None if notify_socket.starts_with('/') => SocketAddr::from_pathname(notify_socket)?,
@@ -81,7 +81,7 @@ impl NotifyRelay {
             }
         };
         let tag = hex_tag(sys::random_u64()?);
-        let (socket, name, dir) = match bind_private(&tag) {
+        let (socket, name, dir) = match bind_private(&tag, runtime_directory) {
             Some((socket, dir, lock)) => {
                 if let Some((uid, gid)) = app {
                     open_to_the_app(&dir, uid, gid);

@@ -65,7 +65,7 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
 #[inline(always)]
 fn resolve(config: Config) -> Config {
     // Before anything that the inner lastcall would do again (the health port, the ready file).
-    let detected = if config.pause { (nested::Detected::NotLastcall, None) } else { nested::command_is_lastcall(&config.command) };
+    let detected = if config.pause { (nested::Detected::NotLastcall, None) } else { nested::command_is_lastcall(&config.command, config.inherited.path.as_deref()) };
     let config = match detected {
         (nested::Detected::NotLastcall, _) => config,
         (nested::Detected::Lastcall, _) => config.step_aside(false),
@@ -160,8 +160,9 @@ fn prepare(config: &Config) -> Result<Prepared, Error> {
         })?),
         None => None,
     };
-    let notify = match sys::env_value("NOTIFY_SOCKET").and_then(std::ffi::OsStr::to_str) {
-        Some(socket) if !socket.is_empty() && !config.nested => NotifyRelay::new(socket, credentials.as_ref().map(|c| (c.uid, c.gid)))
+    let app = credentials.as_ref().map(|c| (c.uid, c.gid));
+    let notify = match &config.inherited.notify_socket {
+        Some(socket) if !config.nested => NotifyRelay::new(socket, app, config.inherited.runtime_directory.as_deref())
             .map_err(|source| Error::Setup { what: "cannot relay NOTIFY_SOCKET".into(), source })?,
         _ => None,
     };
@@ -211,6 +212,7 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
         exits,
         cwd: cwd.as_ref().map(std::os::fd::AsFd::as_fd),
         scripts_through_sh: config.scripts_through_sh,
+        pid_variables: &config.inherited.pid_variables,
     };
     let started = child::spawn(&launch)?;
     // The app has its directory: an fd held on it would keep the mount busy.
@@ -248,7 +250,7 @@ fn app_env(config: &Config, notify: Option<&NotifyRelay>, credentials: Option<&u
         env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
     }
     if let Some(c) = credentials {
-        env.extend(c.env(|name| sys::env_value(name).is_some()));
+        env.extend(c.env(|name| config.inherited.user_names_set.contains(&name)));
     }
     // Empty unless stepping aside: the outer's flags, as the inner one's variables.
     env.extend(config.flags.iter().filter(|_| config.nested).map(|(name, value)| (name.to_string(), OsString::from(value))));
