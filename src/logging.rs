@@ -304,6 +304,40 @@ impl<W: Write> fmt::Write for Escaper<'_, W> {
     }
 }
 
+/// A duration to the millisecond, as the timeline writes it: `2.001s`.
+pub struct Millis(pub Duration);
+
+/// A point of the timeline, from lastcall's start: `+2.001s`.
+pub struct Elapsed(pub Duration);
+
+/// Seconds to the millisecond as a bare number, for /metrics: `2.001`.
+pub struct SecondsValue(pub Duration);
+
+fn write_millis(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
+    write!(f, "{}.{:03}", d.as_secs(), d.subsec_millis())
+}
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_millis(f, self.0)?;
+        f.write_str("s")
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("+")?;
+        write_millis(f, self.0)?;
+        f.write_str("s")
+    }
+}
+
+impl fmt::Display for SecondsValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_millis(f, self.0)
+    }
+}
+
 /// A duration as the options take it, exact and without trailing zeros: `30s`, `1.5s`,
 /// `0.000001s`. Integer arithmetic only, so that no float formatting is linked in.
 pub struct Seconds(pub Duration);
@@ -559,6 +593,14 @@ mod tests {
         listed.sort_unstable();
         names.sort_unstable();
         assert_eq!(listed, names, "the events docs/observability.md lists");
+    }
+
+    #[test]
+    fn timeline_durations_are_to_the_millisecond() {
+        assert_eq!(Elapsed(Duration::from_millis(2001)).to_string(), "+2.001s");
+        assert_eq!(Elapsed(Duration::ZERO).to_string(), "+0.000s");
+        assert_eq!(Millis(Duration::from_micros(1_500_999)).to_string(), "1.500s");
+        assert_eq!(SecondsValue(Duration::from_millis(30_250)).to_string(), "30.250");
     }
 
     #[test]

@@ -6,11 +6,12 @@
 //! age, the app's exit) is read off the supervisor's state when a scrape asks, and only then is
 //! text built.
 //!
-//! May import: machine (`Phase`'s names), signals.
+//! May import: logging (`SecondsValue`), machine (`Phase`'s names), signals.
 
 use std::fmt::Write;
 use std::time::Duration;
 
+use crate::logging::SecondsValue;
 use crate::machine::Phase;
 use crate::signals::{Sig, MAX_SIGNAL};
 
@@ -95,7 +96,7 @@ impl Snapshot<'_> {
                 "lastcall_shutdown_seconds",
                 "gauge",
                 "Seconds since the first termination signal.",
-                self.shutdown.map(|d| format!("{}.{:03}", d.as_secs(), d.subsec_millis())),
+                self.shutdown.map(|d| SecondsValue(d).to_string()),
             ),
             ("lastcall_app_exit_code", "gauge", "The app's exit code (128+N when killed by signal N).", self.exit_code.map(|n| n.to_string())),
             ("lastcall_app_exit_signal", "gauge", "The signal that killed the app.", self.exit_signal.map(|n| n.to_string())),

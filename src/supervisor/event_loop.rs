@@ -26,7 +26,7 @@ use crate::sys;
 use crate::reap;
 use crate::reap::Status;
 
-use super::{earliest, format_elapsed, format_elapsed_bare, Supervisor, Target, Woken, KILL_WAIT};
+use super::{earliest, Supervisor, Target, Woken, KILL_WAIT};
 use super::sweep::with_cont;
 
 impl Supervisor {
@@ -472,7 +472,7 @@ impl Supervisor {
     fn note(&mut self, note: Note, now: Instant) {
         let first = self.shutdown_at.is_none();
         self.shutdown_at.get_or_insert(now);
-        let at = format_elapsed(now.saturating_duration_since(self.clock_zero));
+        let at = logging::Elapsed(now.saturating_duration_since(self.clock_zero));
         let ms = self.elapsed_ms(now);
         match note {
             Note::Received(sig) => {
@@ -483,7 +483,7 @@ impl Supervisor {
             }
             Note::PreStopStarted => {
                 info!(event = logging::Event::PreStop.name(), elapsed_ms = ms;
-                      "{at} pre-stop: the app keeps running for {}", format_elapsed_bare(self.policy.pre_stop))
+                      "{at} pre-stop: the app keeps running for {}", logging::Millis(self.policy.pre_stop))
             }
             Note::PreStopEnded => info!(event = logging::Event::PreStop.name(), elapsed_ms = ms; "{at} pre-stop ended"),
             Note::PreStopCut => info!(event = logging::Event::PreStop.name(), elapsed_ms = ms; "{at} pre-stop cut short"),
@@ -495,22 +495,22 @@ impl Supervisor {
     /// When lastcall will escalate, said once at the first termination signal, from the deadline
     /// the machine has just set: the grace's end, or the pre-stop's end plus the grace. A second
     /// signal that cuts the pre-stop short brings it forward.
-    fn note_deadline(&self, at: &str, now: Instant) {
-        let pre_stop = format_elapsed_bare(self.policy.pre_stop);
+    fn note_deadline(&self, at: &logging::Elapsed, now: Instant) {
+        let pre_stop = logging::Millis(self.policy.pre_stop);
         let (kill_at, budget) = match (self.state.phase, self.policy.grace) {
             (_, None) => {
                 info!(event = logging::Event::Deadline.name(), elapsed_ms = 0u64; "{at} no SIGKILL: the grace is unlimited");
                 return;
             }
             (Phase::PreStop { until, .. }, Some(grace)) => {
-                (machine::later(until, grace), format!("pre-stop {pre_stop} + grace {}", format_elapsed_bare(grace)))
+                (machine::later(until, grace), format!("pre-stop {pre_stop} + grace {}", logging::Millis(grace)))
             }
-            (Phase::Draining { until: Some(until) }, Some(grace)) => (until, format!("grace {}", format_elapsed_bare(grace))),
+            (Phase::Draining { until: Some(until) }, Some(grace)) => (until, format!("grace {}", logging::Millis(grace))),
             // Already killing, or no deadline after all: nothing to promise.
             _ => return,
         };
         let kill_at_ms = u64::try_from(kill_at.saturating_duration_since(now).as_millis()).unwrap_or(u64::MAX);
-        let when = format_elapsed(kill_at.saturating_duration_since(self.clock_zero));
+        let when = logging::Elapsed(kill_at.saturating_duration_since(self.clock_zero));
         info!(event = logging::Event::Deadline.name(), kill_at_ms = kill_at_ms, elapsed_ms = 0u64;
               "{at} SIGKILL at {when} if the app is still running ({budget})");
     }
@@ -598,13 +598,13 @@ impl Supervisor {
         }
         // json only: text has no line of its own for the grace (a peer's name prints none).
         if let (true, Phase::Draining { until: Some(_) }, Some(grace)) = (logging::json(), self.state.phase, self.policy.grace) {
-            info!(event = logging::Event::Grace.name(), elapsed_ms = ms; "grace: {} until SIGKILL", format_elapsed_bare(grace));
+            info!(event = logging::Event::Grace.name(), elapsed_ms = ms; "grace: {} until SIGKILL", logging::Millis(grace));
         }
     }
 
     /// The time on the timeline's clock, with the space that follows it.
     pub(super) fn elapsed(&self, now: Instant) -> String {
-        format!("{} ", format_elapsed(now.saturating_duration_since(self.clock_zero)))
+        format!("{} ", logging::Elapsed(now.saturating_duration_since(self.clock_zero)))
     }
 }
 

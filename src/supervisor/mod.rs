@@ -467,21 +467,3 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-fn format_elapsed(d: Duration) -> String {
-    format!("+{}", format_elapsed_bare(d))
-}
-
-fn format_elapsed_bare(d: Duration) -> String {
-    format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn elapsed_format() {
-        assert_eq!(format_elapsed(Duration::from_millis(2001)), "+2.001s");
-        assert_eq!(format_elapsed(Duration::ZERO), "+0.000s");
-    }
-}
