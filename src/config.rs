@@ -83,7 +83,7 @@ pub struct Config {
     /// (`LASTCALL_GRACE`, "1s"; a repeated list joined with commas): what an outer lastcall hands
     /// down to an inner one when it steps aside.
     pub flags: Vec<(&'static str, String)>,
-    /// The command is lastcall too (`nested`): this one only forwards, reaps, keeps a last
+    /// The command is lastcall too (`inner_lastcall`): this one only forwards, reaps, keeps a last
     /// SIGKILL and exits.
     pub nested: bool,
 }

@@ -6,27 +6,26 @@
 //! May import: nothing: it declares the modules.
 #![deny(unsafe_code)]
 
-pub mod child;
 pub mod cli;
 pub mod config;
 pub mod error;
 pub mod health;
+pub mod inner_lastcall;
+pub mod launch;
 pub mod logging;
 pub mod machine;
-pub mod nested;
 pub mod metrics;
 pub mod notify;
 pub mod oom;
 pub mod personality;
 pub mod probe;
 pub mod procfs;
-pub mod ready;
+pub mod ready_file;
 pub mod reap;
 pub mod signals;
 pub mod supervisor;
 pub mod sys;
 pub mod user;
-pub mod values;
 
 #[cfg(test)]
 mod layering;

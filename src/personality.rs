@@ -256,7 +256,7 @@ pub struct Personality {
     pub texts_to_stderr: bool,
     /// chdir("/"), so that the init keeps no mount busy (dumb-init does; tini stays where it was
     /// started). Before the spawn, the child going back to the directory before exec, so that
-    /// the app never sees the init's directory change (`child::leave_cwd`).
+    /// the app never sees the init's directory change (`launch::leave_cwd`).
     pub leaves_cwd: bool,
     /// A file exec refuses as no program (ENOEXEC: a script without `#!`) runs as
     /// `/bin/sh FILE ARGS...`, as glibc's execvp does it for the peers; lastcall's own name keeps

@@ -244,7 +244,7 @@ pub fn member_groups(group_text: &[u8], name: &str, gid: u32, limit: impl FnOnce
 
 /// Drops every gid seen before, keeping the first of each, in O(n log n).
 fn dedup_in_order(groups: &mut Vec<u32>) {
-    // One sort of plain gids (the same code as the groups' comparison in `child`), then each gid
+    // One sort of plain gids (the same code as the groups' comparison in `launch`), then each gid
     // kept at its first sight, found by binary search.
     let mut distinct = groups.clone();
     distinct.sort_unstable();

@@ -9,7 +9,8 @@
 //! help are `options`'s, the types built are `config`'s and the parsers of single values are
 //! `values`'s.
 //!
-//! May import: its `options`, config, error, logging, machine, personality, signals, sys, user, values.
+//! May import: its `options` and `values`, config, error, logging, machine, personality, signals, sys,
+//! user.
 
 use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
@@ -28,11 +29,12 @@ use crate::sys;
 // Re-exported: the fuzz targets and callers reach these as `lastcall::cli::...`.
 pub use crate::config::{Config, ProbeConfig, ProbeTarget, Subreaper, HEALTH_PROBE_TIMEOUT, PROBE_TIMEOUT};
 use crate::config::Inherited;
-pub use crate::values::{parse_duration, MAX_DURATION};
-use crate::values::*;
+pub use values::{parse_duration, MAX_DURATION};
+use values::*;
 
 pub mod man;
 mod options;
+mod values;
 use options::{help_text, license, opt, Id, Opt, OPTIONS};
 
 /// What `parse` found: a configuration to run, a probe to make, or text to print (exit 0).

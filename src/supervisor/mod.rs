@@ -6,7 +6,7 @@
 //! arrives.
 //!
 //! May import: config, error, health, logging, machine, metrics, notify, oom, personality,
-//! procfs, ready, reap, signals, sys, child, nested, user.
+//! procfs, ready_file, reap, signals, sys, launch, inner_lastcall, user.
 
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
@@ -23,13 +23,13 @@ use crate::machine::{Policy, State};
 use crate::metrics::Counters;
 use crate::notify::NotifyRelay;
 use crate::oom::OomCounter;
-use crate::ready::ReadyFile;
+use crate::ready_file::ReadyFile;
 use crate::personality::{ChildSignals, Ending};
 use crate::signals::{Quick, Routes, Sig};
 use crate::sys::{self, Detach};
 use crate::reap::Status;
 use crate::procfs::{self, ProcReader};
-use crate::{child, nested, reap, user};
+use crate::{inner_lastcall, launch, reap, user};
 
 mod event_loop;
 mod sweep;
@@ -65,11 +65,11 @@ pub fn run(config: Config, mask: SigSet) -> Result<Ending, Error> {
 #[inline(always)]
 fn resolve(config: Config) -> Config {
     // Before anything that the inner lastcall would do again (the health port, the ready file).
-    let detected = if config.pause { (nested::Detected::NotLastcall, None) } else { nested::command_is_lastcall(&config.command, config.inherited.path.as_deref()) };
+    let detected = if config.pause { (inner_lastcall::Detected::NotLastcall, None) } else { inner_lastcall::command_is_lastcall(&config.command, config.inherited.path.as_deref()) };
     let config = match detected {
-        (nested::Detected::NotLastcall, _) => config,
-        (nested::Detected::Lastcall, _) => config.step_aside(false),
-        (nested::Detected::CannotTell, file) => {
+        (inner_lastcall::Detected::NotLastcall, _) => config,
+        (inner_lastcall::Detected::Lastcall, _) => config.step_aside(false),
+        (inner_lastcall::Detected::CannotTell, file) => {
             // Stepping aside wrongly loses readiness and health, loudly; not stepping aside for a
             // lastcall binds the health port twice and fails the start.
             let file = file.unwrap_or_default();
@@ -171,7 +171,7 @@ fn prepare(config: &Config) -> Result<Prepared, Error> {
 
 /// The app, started, with what the loop takes over from the set-up.
 struct Launched {
-    started: child::Started,
+    started: launch::Started,
     ready_file: Option<ReadyFile>,
     health: Option<Health>,
     notify: Option<NotifyRelay>,
@@ -201,8 +201,8 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
     // Never keep a mount busy: lastcall leaves its directory before the app starts, and the app
     // goes back to it before exec; so the app never sees lastcall's cwd change (dumb-init's
     // suite reads it as soon as the app starts).
-    let cwd = if config.leaves_cwd { child::leave_cwd() } else { None };
-    let launch = child::Launch {
+    let cwd = if config.leaves_cwd { launch::leave_cwd() } else { None };
+    let launch = launch::Launch {
         argv: &config.command,
         detach,
         env,
@@ -214,15 +214,15 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
         scripts_through_sh: config.scripts_through_sh,
         pid_variables: &config.inherited.pid_variables,
     };
-    let started = child::spawn(&launch)?;
+    let started = launch::spawn(&launch)?;
     // The app has its directory: an fd held on it would keep the mount busy.
     if config.leaves_cwd && cwd.is_none() {
-        child::leave_cwd_late();
+        launch::leave_cwd_late();
     }
     drop(cwd);
     debug!(event = Event::Started.name(), pid = started.pid.as_raw(); "started {:?} as pid {}", config.command, started.pid);
     // Listed now, while the app execs: the app's are the fds without close-on-exec.
-    child::close_inherited(&child::inherited_fds());
+    launch::close_inherited(&launch::inherited_fds());
     if let Some(file) = &mut ready_file {
         if let Err(e) = file.create() {
             warn!("cannot create the ready file {}: {e}", file.path().display());

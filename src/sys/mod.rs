@@ -14,7 +14,7 @@
 #![allow(unsafe_code)]
 
 mod arena;
-mod signal;
+mod signal_calls;
 mod spawn;
 
 use std::io;
@@ -26,7 +26,7 @@ use nix::unistd::Pid;
 use crate::signals::Sig;
 
 pub use self::arena::Arena;
-pub use self::signal::{
+pub use self::signal_calls::{
     block_handled, default_standard_dispositions, die_by_signal, handled_set, inherited_mask, is_readiness, kill,
     pidfd_send_signal, set_signal_mask, signal_members, signal_set, socket_signal, take_dispositions, take_signal, SignalTarget, Taker,
     termination_pending, wait_for_signal, wait_for_signal_until,
@@ -65,7 +65,7 @@ fn arg(n: libc::c_int) -> usize {
 }
 
 /// The ELF note by which an outer lastcall recognises its command as lastcall too (see
-/// `nested`): a PT_NOTE the kernel and the linker leave alone, found without running the binary.
+/// `inner_lastcall`): a PT_NOTE the kernel and the linker leave alone, found without running the binary.
 #[repr(C, align(4))]
 pub struct Note {
     pub namesz: u32,
