@@ -367,10 +367,9 @@ mod tests {
         assert_eq!(answer(b"GET /ready\r\n\r\n", DRAINING).0, 503);
     }
 
-    /// The root of a rare flake: lastcall was woken by a stale socket signal, was slow to run,
-    /// and in the meantime a client sent TERM and then asked /ready; the pass served that
-    /// request before the loop saw the TERM, and answered 200 to a request that came after the
-    /// stop. Now a complete request waits while a termination signal is pending.
+    /// A client that sends TERM and then asks /ready must get 503, even when lastcall is slow to
+    /// run and its socket pass comes before the loop sees the TERM: a complete request waits
+    /// while a termination signal is pending.
     #[test]
     fn a_request_that_comes_after_a_pending_term_is_not_told_ready() {
         use nix::sys::signal::{pthread_sigmask, raise, SigSet, SigmaskHow, Signal};

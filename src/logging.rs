@@ -2,7 +2,7 @@
 //! (never RUST_LOG, which belongs to the child). This module owns the log's two formats: text,
 //! the default, and json (`--log-format json`), one JSON object a line, built from the same log
 //! calls: a call site tags its line with an `event` and fields as the `log` crate's key-values,
-//! which text ignores (so text stays byte for byte what it was) and json writes out. Both
+//! which text ignores and json writes out. Both
 //! formats escape what a line carries, whatever its source: a line is always one line.
 //!
 //! May import: nothing from the crate (a leaf).

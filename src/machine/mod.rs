@@ -225,7 +225,7 @@ pub enum Action {
 }
 
 /// What one step asks for: at most four actions, kept inline so that the signal path never
-/// allocates (musl's allocator was three quarters of the cost of forwarding a signal).
+/// allocates (an allocation would cost more than the forward itself; docs/benchmark.md).
 #[derive(Clone, Copy)]
 pub struct Actions {
     items: [Action; 4],

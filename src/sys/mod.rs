@@ -35,9 +35,9 @@ pub use self::spawn::{spawn, ChildExitCodes, Detach, ExecPlan, Ids, StartFailure
 
 /// A system call made directly, for the hot paths: a signal's wait (rt_sigtimedwait) and
 /// forward (kill, pidfd_send_signal), an orphan's reap (wait4). musl's wrappers for these are cancellation points
-/// (sigtimedwait, waitpid) or go through errno (all three): 52 of the 109 instructions a
-/// forwarded signal cost, against about 10 here (docs/benchmark.md). `libc::syscall` is no way
-/// round: it is variadic, 30 instructions a call. The `syscalls` crate holds the instruction
+/// (sigtimedwait, waitpid) or go through errno (all three): most of a forwarded signal's
+/// instructions, against a few here (docs/benchmark.md). `libc::syscall` is no way round: it is
+/// variadic, with a cost of its own at every call. The `syscalls` crate holds the instruction
 /// sequence of each architecture (upstream's, tested there); the numbers are libc's for the
 /// target. Arguments are integers or pointers (as usize, sign-extended: a negative pid stays
 /// negative in the kernel's int). Returns the kernel's result or its errno.

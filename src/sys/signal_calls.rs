@@ -203,9 +203,9 @@ pub fn block_handled() -> nix::Result<SigSet> {
 }
 
 /// Sleeps until one of the signals in `set` (all blocked) is pending and takes it off the pending
-/// set: its number and the pid that sent it. This is the idle wait. Waking from it on another
-/// core measured 0.2-0.3 µs faster than waking from read() on the signalfd, whose wait queue is
-/// more memory that the sender's core writes and the woken core must fetch.
+/// set: its number and the pid that sent it. This is the idle wait. It wakes sooner on another
+/// core than read() on a signalfd, whose wait queue is more memory that the sender's core writes
+/// and the woken core must fetch (docs/benchmark.md).
 #[inline(always)]
 pub fn wait_for_signal(set: &SigSet) -> nix::Result<(Sig, libc::pid_t)> {
     loop {
