@@ -199,6 +199,23 @@ fn read_proc<'b>(pid: libc::pid_t, leaf: &str, buf: &'b mut [u8]) -> Option<&'b 
     Some(&buf[..filled])
 }
 
+/// The kernel's limit on a process's supplementary groups, if /proc says it. Opened without
+/// waiting and read only if it is a regular file, as every file `--user` reads.
+pub fn ngroups_max() -> Option<usize> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open("/proc/sys/kernel/ngroups_max")
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut buf = [0u8; 32];
+    let filled = fill(&mut file, &mut buf)?;
+    std::str::from_utf8(&buf[..filled]).ok()?.trim().parse().ok()
+}
+
 /// Reads `file` into `buf` until its end or the buffer's; how much it read.
 fn fill(file: &mut fs::File, buf: &mut [u8]) -> Option<usize> {
     let mut filled = 0;
@@ -237,6 +254,11 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!((lines[0].controllers, lines[0].path, lines[0].unified), (&b"name=systemd"[..], &b"/a:b"[..], false));
         assert_eq!((lines[1].controllers, lines[1].path, lines[1].unified), (&b""[..], &b"/"[..], true));
+    }
+
+    #[test]
+    fn the_groups_limit_is_read() {
+        assert!(ngroups_max().is_some_and(|n| n > 0));
     }
 
     #[test]

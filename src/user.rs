@@ -18,7 +18,7 @@
 //! wins. Lines are scanned field by field, without a copy: whatever the file's shape (one line
 //! of colons, one group of millions of members), the memory is the file's size and a little.
 //!
-//! May import: error.
+//! May import: error, procfs (`ngroups_max`).
 
 use std::ffi::OsString;
 use std::fmt;
@@ -27,6 +27,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::procfs;
 use crate::error::{Error, OneLine};
 
 /// Larger files are refused: no real passwd is anywhere near, and lastcall must not read
@@ -256,12 +257,7 @@ fn dedup_in_order(groups: &mut Vec<u32>) {
 /// The kernel's NGROUPS_MAX, as /proc/sys/kernel/ngroups_max says (musl's sysconf answers a
 /// constant of its own).
 fn ngroups_max() -> usize {
-    let read = || -> Option<usize> {
-        let mut text = String::new();
-        open_regular(Path::new("/proc/sys/kernel/ngroups_max")).ok()??.take(32).read_to_string(&mut text).ok()?;
-        text.trim().parse().ok()
-    };
-    read().unwrap_or(NGROUPS_MAX)
+    procfs::ngroups_max().unwrap_or(NGROUPS_MAX)
 }
 
 /// Where the image's files are: `/etc`, or a test's directory.
