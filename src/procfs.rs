@@ -263,10 +263,17 @@ mod tests {
 
     #[test]
     fn our_own_entries() {
-        let me = std::process::id() as libc::pid_t;
+        // A child's entries, not our own: qemu-user (the foreign architectures' tests) makes up
+        // its own process's /proc/self/stat, with a process group of 0.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
         let buf = &mut [0u8; 4096];
-        assert_eq!(parent_and_start(me, buf).map(|(parent, _)| parent), Some(nix::unistd::getppid().as_raw()));
-        assert_eq!(ProcReader::new().process_group(me), Some(nix::unistd::getpgrp().as_raw()));
+        let parent = parent_and_start(pid, buf).map(|(parent, _)| parent);
+        let group = ProcReader::new().process_group(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(parent, Some(std::process::id() as libc::pid_t));
+        assert_eq!(group, Some(nix::unistd::getpgrp().as_raw()));
         assert!(shows_self());
         assert!(own_cgroups(|text| Some(text.len())).is_some());
     }
