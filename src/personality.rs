@@ -119,7 +119,8 @@ impl Exits {
     /// of one, lastcall is not PID 1 (which cannot kill itself) and this personality re-raises
     /// (`reraise_signal_death`); else with the code.
     pub fn ending(&self, code: i32, main: Option<Status>, pid1: bool, remap_exit: &[i32]) -> Ending {
-        if remap_exit.contains(&code) {
+        // `-e` maps the app's code: not the 137 of an app lastcall killed and never reaped.
+        if main.is_some() && remap_exit.contains(&code) {
             Ending::Code(0)
         } else {
             match main {
@@ -571,6 +572,13 @@ mod tests {
         // `-e` maps a code to 0 before anything else.
         assert_eq!(LASTCALL.exits().ending(143, term, false, &[143]), Ending::Code(0));
         assert_eq!(TINI.exits().ending(3, Some(Status::Exited(3)), true, &[3]), Ending::Code(0));
+        // `-e 137` maps an app that died of SIGKILL, not lastcall's own escalation whose app was
+        // never reaped: that stays 137.
+        let killed = Some(Status::Signaled(Sig::KILL, false));
+        assert_eq!(LASTCALL.exits().ending(137, killed, true, &[137]), Ending::Code(0));
+        for exits in [LASTCALL.exits(), TINI.exits(), DUMB_INIT.exits()] {
+            assert_eq!(exits.ending(137, None, true, &[137]), Ending::Code(137));
+        }
         assert_eq!([Ending::Code(3), Ending::Signal(Sig::TERM)].map(Ending::code), [3, 143]);
         // Only tini's exec failure is its child's code, which `-e` maps.
         assert_eq!(TINI.exits().start_failure_exit(127, true, &[127]), 0);

@@ -29,8 +29,8 @@
 //! | Draining   | main exited, others, `-c`       | Draining (same)     | SignalAll(stop(TERM))        |
 //! | Killing    | a reap, others                  | Killing(kill wait)  | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
-//! | any live   | main exited, on exit: Exit      | Exited              | Exit(main's code)            |
-//! | any live   | main exited, on exit: ForwardTermAndExit | Exited     | Forward(stop(TERM)), Exit(main's code) |
+//! | any live   | main exited, on exit: Exit      | Exited              | Unready³, Exit(main's code)  |
+//! | any live   | main exited, on exit: ForwardTermAndExit | Exited     | Unready³, Forward(stop(TERM)), Exit(main's code) |
 //! | Exited     | anything                        | Exited              | -                            |
 //!
 //! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
@@ -42,7 +42,8 @@
 //! repeated SIGKILLs are silent.
 //! ¹ with `--unready-on signal` (the default) only; ² with `--unready-on stop` only: readiness
 //! then holds through the pre-stop and goes with the stop signal (KEP-1669's terminating
-//! endpoints stay usable as a fallback while they are still ready).
+//! endpoints stay usable as a fallback while they are still ready). ³ if readiness still stands:
+//! in Running, or in PreStop with `--unready-on stop`.
 //!
 //! The two "on exit" rows are the peers' (`Policy::on_main_exit`, from the personality): tini
 //! exits as soon as the main child does; dumb-init first sends the rest of the group TERM (as
@@ -186,6 +187,16 @@ impl State {
         self.main_code.is_some() || matches!(self.phase, Phase::Killing { .. })
     }
 
+    /// Whether readiness still stands: before the shutdown, or in a pre-stop that withdraws it
+    /// with the stop signal (`--unready-on stop`).
+    fn unready_pending(&self, policy: &Policy) -> bool {
+        match self.phase {
+            Phase::Running => true,
+            Phase::PreStop { .. } => policy.unready_on == UnreadyOn::Stop,
+            Phase::Draining { .. } | Phase::Killing { .. } | Phase::Exited => false,
+        }
+    }
+
     fn with(self, phase: Phase) -> State {
         State { phase, ..self }
     }
@@ -195,7 +206,8 @@ impl State {
 pub enum Event {
     /// A termination signal: TERM, INT or QUIT.
     Termination(Sig),
-    /// `now` has reached `State::deadline()`.
+    /// `now` has reached `State::deadline()`. Before that, or with no deadline, it changes
+    /// nothing.
     Deadline,
     /// One or more children were reaped. `main` is the main child's mapped exit code if it was
     /// among them; `children_left` whether lastcall still has any child afterwards.
@@ -278,6 +290,10 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
     if state.phase == Exited {
         return (state, Actions::of(&[]));
     }
+    // The contract, checked here rather than trusted: a deadline fires only once it is due.
+    if event == Event::Deadline && state.deadline().is_none_or(|due| now < due) {
+        return (state, Actions::of(&[]));
+    }
     let forward = |sig: Option<Sig>| sig.map(Forward);
     let signal_all = |sig: Option<Sig>| sig.map(SignalAll);
     let received = |sig| Timeline(Note::Received(sig));
@@ -331,7 +347,8 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
             let state = State { main_code: state.main_code.or(main), ..state };
             if let (true, Some(code)) = (main_just_exited && policy.on_main_exit != OnMainExit::StopTheRest, main) {
                 let term = (policy.on_main_exit == OnMainExit::ForwardTermAndExit).then(|| policy.stop(Sig::TERM)).flatten();
-                return (state.with(Exited), Actions::of(&[forward(term), Some(Exit(code))]));
+                let unready = state.unready_pending(policy).then_some(Unready);
+                return (state.with(Exited), Actions::of(&[unready, forward(term), Some(Exit(code))]));
             }
             let (phase, actions) = match (state.main_code, children_left) {
                 (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),

@@ -13,9 +13,25 @@ fn deadlines_never_overflow() {
     assert!(later(now, Duration::MAX) > now + Duration::from_secs(1 << 40));
     let huge = Policy { pre_stop: Duration::MAX, grace: Some(Duration::MAX), kill_wait: Duration::MAX, ..policy(0, 0) };
     let (s, _) = step(State::START, Event::Termination(Sig::TERM), now, &huge);
-    let (s, _) = step(s, Event::Deadline, now, &huge);
-    let (s, _) = step(s, Event::Deadline, now, &huge);
+    let (s, _) = step(s, Event::Deadline, s.deadline().unwrap(), &huge);
+    let (s, _) = step(s, Event::Deadline, s.deadline().unwrap(), &huge);
     assert!(matches!(s.phase, Phase::Killing { .. }), "{s:?}");
+}
+
+#[test]
+fn a_deadline_before_it_is_due_changes_nothing() {
+    let t0 = Instant::now();
+    let p = policy(5, 10);
+    let (pre_stop, _) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
+    for early in [t0, t0 + S * 4] {
+        assert_eq!(step(pre_stop, Event::Deadline, early, &p), (pre_stop, Actions::of(&[])));
+    }
+    let (draining, _) = step(pre_stop, Event::Deadline, t0 + S * 5, &p);
+    assert!(matches!(draining.phase, Draining { .. }), "{draining:?}");
+    let never = policy(0, 0);
+    let (no_deadline, _) = step(State::START, Event::Termination(Sig::TERM), t0, &never);
+    assert_eq!(no_deadline.deadline(), None);
+    assert_eq!(step(no_deadline, Event::Deadline, t0 + S * 1000, &never), (no_deadline, Actions::of(&[])));
 }
 
 const S: Duration = Duration::from_secs(1);
@@ -312,16 +328,28 @@ fn a_peer_exits_with_the_main_child_whatever_is_left() {
     let dumb_init = Policy { on_main_exit: OnMainExit::ForwardTermAndExit, rewrite, ..policy(0, 0) };
     let draining = at(Draining { until: None });
     for state in [State::START, draining, at(PreStop { until: t0, pending: Sig::TERM }), at(Killing { until: t0 })] {
+        // Readiness still stands before the shutdown; the pre-stop withdrew it (`--unready-on signal`).
+        let unready = (state == State::START).then_some(Unready);
         for children_left in [true, false] {
             let ev = Event::Reaped { main: Some(143), children_left };
-            assert_eq!(step(state, ev, t0, &tini), (exited_main(Exited, 143), Actions::of(&[Some(Exit(143))])));
-            let expected = Actions::of(&[Some(Forward(Sig::QUIT)), Some(Exit(143))]);
+            assert_eq!(step(state, ev, t0, &tini), (exited_main(Exited, 143), Actions::of(&[unready, Some(Exit(143))])));
+            let expected = Actions::of(&[unready, Some(Forward(Sig::QUIT)), Some(Exit(143))]);
             assert_eq!(step(state, ev, t0, &dumb_init), (exited_main(Exited, 143), expected), "TERM as rewritten");
         }
     }
     // An orphan's exit is nothing to either.
     let orphan = Event::Reaped { main: None, children_left: true };
     assert_eq!(step(State::START, orphan, t0, &dumb_init), (State::START, Actions::of(&[])));
+}
+
+#[test]
+fn a_peer_withdraws_readiness_before_the_term_it_sends_at_the_main_childs_exit() {
+    let t0 = Instant::now();
+    let dumb_init =
+        Policy { on_main_exit: OnMainExit::ForwardTermAndExit, unready_on: UnreadyOn::Stop, ..policy(5, 10) };
+    let (pre_stop, _) = step(State::START, Event::Termination(Sig::TERM), t0, &dumb_init);
+    let (end, actions) = step(pre_stop, Event::Reaped { main: Some(0), children_left: true }, t0, &dumb_init);
+    assert_eq!((end, actions), (exited_main(Exited, 0), Actions::of(&[Some(Unready), Some(Forward(Sig::TERM)), Some(Exit(0))])));
 }
 
 /// xorshift64: a few lines of PRNG, seeded, so that a failure repeats exactly.
