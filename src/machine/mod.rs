@@ -131,7 +131,7 @@ pub fn later(now: Instant, d: Duration) -> Instant {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     Running,
     PreStop { until: Instant, pending: Sig },
@@ -158,7 +158,7 @@ impl Phase {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub phase: Phase,
     /// The main child's exit code (already mapped: 128+N for signal N), once it is reaped.

@@ -452,6 +452,7 @@ struct Taken<'a> {
 }
 
 /// What a random sequence has done so far, which each step's promises are checked against.
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct Seen {
     main_alive: bool,
     /// `Some(None)`: the grace started, with no deadline.
@@ -540,10 +541,17 @@ impl Seen {
             .collect();
         assert!(stops.len() <= 1, "{}", ctx());
         let stop = |received: Sig| p.stop(received).filter(|s| *s != Sig(0));
+        let main_just_exited = matches!(t.event, Event::Reaped { main: Some(_), .. }) && t.before.main_code.is_none();
         let expected: Option<Sig> = match (t.before.phase, t.event) {
+            _ if main_just_exited && p.on_main_exit == OnMainExit::Exit => None,
+            _ if main_just_exited && p.on_main_exit == OnMainExit::ForwardTermAndExit => stop(Sig::TERM),
+            (Draining { .. }, Event::Reaped { main: Some(_), children_left: true }) if main_just_exited && p.single_child => {
+                stop(Sig::TERM)
+            }
             (Running, Event::Termination(s)) if p.pre_stop.is_zero() => stop(s),
             (Running, Event::Termination(_)) => None,
-            (PreStop { pending, .. }, Event::Termination(_) | Event::Deadline) => stop(pending),
+            (PreStop { pending, .. }, Event::Termination(_)) => stop(pending),
+            (PreStop { pending, until }, Event::Deadline) if t.now >= until => stop(pending),
             (PreStop { pending, .. }, Event::Reaped { main: Some(_), children_left: true }) => stop(pending),
             (Running, Event::Reaped { main: Some(_), children_left: true }) => stop(Sig::TERM),
             (Draining { .. }, Event::Termination(s)) => stop(s),
@@ -557,4 +565,91 @@ impl Seen {
             assert_eq!(t.after.deadline(), self.grace_ends.unwrap(), "{}", ctx());
         }
     }
+}
+
+/// Every policy that changes a transition, with deadlines on time, late and early.
+fn exploration_policies() -> Vec<Policy> {
+    let mut all = vec![];
+    for on_main_exit in [OnMainExit::StopTheRest, OnMainExit::Exit, OnMainExit::ForwardTermAndExit] {
+        for (pre_stop, grace) in [(0, 0), (0, 3), (2, 0), (2, 3)] {
+            for rewrite in [vec![], vec![(Sig::TERM, Sig::QUIT)], vec![(Sig::TERM, Sig(0))]] {
+                for stop_signal in [None, Some(Sig(libc::SIGUSR2))] {
+                    for unready_on in [UnreadyOn::Signal, UnreadyOn::Stop] {
+                        for single_child in [false, true] {
+                            let rewrite = rewrite.clone();
+                            all.push(Policy { on_main_exit, rewrite, stop_signal, unready_on, single_child, ..policy(pre_stop, grace) });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    all
+}
+
+/// The events that may come in `state` at `now`, each with the time it comes at: the
+/// termination signals, the main child's exit (by code and by signal, with others left or
+/// not), orphans' exits, and the deadline on time, late and early (which must change nothing).
+fn possible_events(state: State, now: Instant, main_alive: bool) -> Vec<(Event, Instant)> {
+    let mut events: Vec<(Event, Instant)> = [Sig::TERM, Sig::INT, Sig::QUIT].map(|s| (Event::Termination(s), now)).to_vec();
+    if let Some(due) = state.deadline() {
+        let early = due.checked_sub(Duration::from_millis(1)).filter(|t| *t >= now).unwrap_or(now);
+        events.extend([(Event::Deadline, due.max(now)), (Event::Deadline, due.max(now) + S), (Event::Deadline, early)]);
+    }
+    for children_left in [true, false] {
+        if main_alive {
+            events.extend([0, 143].map(|code| (Event::Reaped { main: Some(code), children_left }, now)));
+        }
+        // While the main child lives, lastcall has a child: an orphan's reap leaves it one.
+        if children_left || !main_alive {
+            events.push((Event::Reaped { main: None, children_left }, now));
+        }
+    }
+    events
+}
+
+/// Exhaustive: for every policy of `exploration_policies`, breadth first over distinct states
+/// (the machine's state, the time, and what has been done: `Seen`), every sequence of up to
+/// `DEPTH` events. Each transition is held to `Seen`'s promises (the random test's), and each
+/// reachable state to having a deadline unless it only waits on what must come.
+#[test]
+fn every_sequence_of_eight_events_keeps_the_promises() {
+    use std::collections::HashSet;
+    const DEPTH: usize = 8;
+    let t0 = Instant::now();
+    let (mut states, mut transitions) = (0usize, 0usize);
+    for p in exploration_policies() {
+        let start = Seen { main_alive: true, grace_ends: None, killed_at: None, unready: false, exited: false };
+        let mut visited: HashSet<(State, Instant, Seen)> = HashSet::new();
+        let mut frontier = vec![(State::START, t0, start)];
+        for depth in 0..DEPTH {
+            let mut next = vec![];
+            for (state, now, seen) in frontier {
+                if !visited.insert((state, now, seen.clone())) {
+                    continue;
+                }
+                if seen.exited {
+                    continue;
+                }
+                for (event, at) in possible_events(state, now, seen.main_alive) {
+                    let (after, actions) = step(state, event, at, &p);
+                    transitions += 1;
+                    let ctx = || format!("depth {depth}: {state:?} + {event:?} at +{:?} -> {after:?} {actions:?}, {p:?}", at - t0);
+                    let mut seen = seen.clone();
+                    seen.check(&Taken { before: state, event, now: at, after, actions: &actions }, &p, &ctx);
+                    // Waiting with no deadline is only for what must come: the app's end with
+                    // `--grace 0`, or a signal before the shutdown.
+                    if after.deadline().is_none() {
+                        assert!(matches!(after.phase, Running | Exited | Draining { until: None }), "{}", ctx());
+                        assert!(!matches!(after.phase, Draining { .. }) || p.grace.is_none(), "{}", ctx());
+                    }
+                    next.push((after, at, seen));
+                }
+            }
+            frontier = next;
+        }
+        states += visited.len();
+    }
+    eprintln!("explored {states} states and {transitions} transitions");
+    assert!(states > 10_000, "only {states} states");
 }
