@@ -27,7 +27,7 @@
 //! | PreStop    | main exited, others             | Draining(grace)     | Unready², SignalAll(stop(pending)) |
 //! | Draining   | main exited, others             | Draining (same)     | SignalOthers(stop(TERM))     |
 //! | Draining   | main exited, others, `-c`       | Draining (same)     | SignalAll(stop(TERM))        |
-//! | Killing    | a reap, others                  | Killing(kill wait)  | SignalAll(KILL) (re-parented)|
+//! | Killing    | a reap, others                  | Killing(kill wait⁴) | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
 //! | any live   | main exited, on exit: Exit      | Exited              | Unready³, Exit(main's code)  |
 //! | any live   | main exited, on exit: ForwardTermAndExit | Exited     | Unready³, Forward(stop(TERM)), Exit(main's code) |
@@ -36,9 +36,10 @@
 //! An orphan reaped while the main child lives changes nothing outside Killing. Unready (remove
 //! the ready file, answer 503, tell systemd STOPPING=1) comes first, before any signal.
 //! In Killing, every reap sends SIGKILL again: the dead leave their children to lastcall (the
-//! subreaper), and a fork bomb's setsid'd children reach no group. Each death restarts the kill
-//! wait, which only bounds how long lastcall waits for processes that do not die at all (stuck in
-//! uninterruptible sleep); the last SIGKILL goes out as the wait ends. Only the note is logged: the
+//! subreaper), and a fork bomb's setsid'd children reach no group. ⁴ Each death restarts the
+//! kill wait, which bounds how long lastcall waits for processes that do not die at all (stuck in
+//! uninterruptible sleep), but never past `KILL_WAITS` kill waits from the first SIGKILL, however
+//! many die one after another; the last SIGKILL goes out as the wait ends. Only the note is logged: the
 //! repeated SIGKILLs are silent.
 //! ¹ with `--unready-on signal` (the default) only; ² with `--unready-on stop` only: readiness
 //! then holds through the pre-stop and goes with the stop signal (KEP-1669's terminating
@@ -136,7 +137,8 @@ pub enum Phase {
     Running,
     PreStop { until: Instant, pending: Sig },
     Draining { until: Option<Instant> },
-    Killing { until: Instant },
+    /// `until`: the kill wait's end, which each death moves on; `end`: the furthest it may go.
+    Killing { until: Instant, end: Instant },
     Exited,
 }
 
@@ -173,7 +175,7 @@ impl State {
     #[inline(always)]
     pub fn deadline(&self) -> Option<Instant> {
         match self.phase {
-            Phase::PreStop { until, .. } | Phase::Killing { until } => Some(until),
+            Phase::PreStop { until, .. } | Phase::Killing { until, .. } => Some(until),
             Phase::Draining { until } => until,
             Phase::Running | Phase::Exited => None,
         }
@@ -280,6 +282,10 @@ impl PartialEq<Vec<Action>> for Actions {
     }
 }
 
+/// How many kill waits lastcall gives the killed in all, however many of them die one after
+/// another: the bound on a shutdown's last phase.
+pub const KILL_WAITS: u32 = 10;
+
 /// 128 + SIGKILL: the status of anything lastcall had to kill.
 pub const KILLED_CODE: i32 = 128 + libc::SIGKILL;
 
@@ -333,7 +339,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                 ]),
             ),
             Draining { .. } => (
-                Killing { until: later(now, policy.kill_wait) },
+                Killing { until: later(now, policy.kill_wait), end: later(now, policy.kill_wait.saturating_mul(KILL_WAITS)) },
                 Actions::of(&[Some(Timeline(Note::GraceExpired)), Some(SignalAll(Sig::KILL))]),
             ),
             Killing { .. } => {
@@ -353,7 +359,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
             let (phase, actions) = match (state.main_code, children_left) {
                 (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),
                 (None, _) => match state.phase {
-                    Killing { .. } => (Killing { until: later(now, policy.kill_wait) }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { end, .. } => (Killing { until: later(now, policy.kill_wait).min(end).max(now), end }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
                 },
                 (Some(_), true) => match state.phase {
@@ -375,7 +381,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                     Draining { .. } if main_just_exited => {
                         (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
                     }
-                    Killing { .. } => (Killing { until: later(now, policy.kill_wait) }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { end, .. } => (Killing { until: later(now, policy.kill_wait).min(end).max(now), end }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
                 },
             };
