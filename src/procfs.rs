@@ -202,15 +202,7 @@ fn read_proc<'b>(pid: libc::pid_t, leaf: &str, buf: &'b mut [u8]) -> Option<&'b 
 /// The kernel's limit on a process's supplementary groups, if /proc says it. Opened without
 /// waiting and read only if it is a regular file, as every file `--user` reads.
 pub fn ngroups_max() -> Option<usize> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open("/proc/sys/kernel/ngroups_max")
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let mut file = sys::open_regular(Path::new("/proc/sys/kernel/ngroups_max")).ok()??;
     let mut buf = [0u8; 32];
     let filled = fill(&mut file, &mut buf)?;
     std::str::from_utf8(&buf[..filled]).ok()?.trim().parse().ok()

@@ -18,16 +18,15 @@
 //! wins. Lines are scanned field by field, without a copy: whatever the file's shape (one line
 //! of colons, one group of millions of members), the memory is the file's size and a little.
 //!
-//! May import: error, procfs (`ngroups_max`).
+//! May import: error, procfs (`ngroups_max`), sys (`open_regular`).
 
 use std::ffi::OsString;
 use std::fmt;
-use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::procfs;
+use crate::sys;
 use crate::error::{Error, OneLine};
 
 /// Larger files are refused: no real passwd is anywhere near, and lastcall must not read
@@ -272,28 +271,10 @@ impl Files {
     }
 }
 
-/// `path` opened for reading, None if it does not exist. The open does not block (a FIFO with
-/// no writer, a device), and anything but a regular file is refused before a byte is read.
-fn open_regular(path: &Path) -> io::Result<Option<File>> {
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
-    }
-    Ok(Some(file))
-}
-
 /// Reads a file whole, refusing one above `MAX_FILE`; None if there is none: a scratch image
 /// with numeric ids need not have one.
 fn read_bounded(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    let Some(file) = open_regular(path)? else { return Ok(None) };
+    let Some(file) = sys::open_regular(path)? else { return Ok(None) };
     let too_large = || io::Error::new(io::ErrorKind::InvalidData, format!("larger than {MAX_FILE} bytes"));
     let size = file.metadata()?.len();
     if size > MAX_FILE {

@@ -611,6 +611,10 @@ impl Supervisor {
 /// A reaped process other than the app, as --warn-reaping or the debug log show it.
 #[cold]
 fn log_reap(warn_reaping: bool, pid: Pid, status: libc::c_int) {
+    // Reached for the orphans the machine waits for too: nothing to decode when nothing is said.
+    if !warn_reaping && !log::log_enabled!(log::Level::Debug) {
+        return;
+    }
     let status = Status::from_raw(status);
     if warn_reaping {
         warn!(event = logging::Event::Reaped.name(), pid = pid.as_raw(), status = status.to_string().as_str();

@@ -235,6 +235,25 @@ pub fn each_entry(path: &std::ffi::CStr, most: usize, mut visit: impl FnMut(&[u8
     complete
 }
 
+/// `path` opened for reading, None if it does not exist. The open does not block (a FIFO with
+/// no writer, a device), and anything but a regular file is refused before a byte is read.
+pub fn open_regular(path: &std::path::Path) -> io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(Some(file))
+}
+
 /// Takes `file`'s exclusive flock without waiting; whether it was free. The lock lasts until
 /// the file's last close.
 pub fn lock_exclusive_now(file: &std::fs::File) -> bool {
@@ -430,6 +449,7 @@ pub fn random_u64() -> io::Result<u64> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn environment_entries_are_read_only_as_far_as_needed() {
@@ -443,8 +463,6 @@ mod tests {
         assert!(!EnvEntry(c"A".as_ptr()).is_named(b"A"));
         assert_eq!(entry.whole(), c"NOTIFY_SOCKET=/run/x");
     }
-
-    use super::*;
 
     #[test]
     fn a_pidfd_signals_its_process_and_no_other() {
