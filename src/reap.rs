@@ -16,7 +16,7 @@ use crate::sys;
 /// How a child ended, decoded from the raw wait status for any signal number. nix's
 /// `WaitStatus` knows only the signals of its enum and fails on a real-time one: an app killed
 /// by signal 35 would read as still running, and lastcall would wait for ever.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Status {
     Exited(i32),
     /// Killed by the signal; whether it dumped core.

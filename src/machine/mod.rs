@@ -43,8 +43,8 @@
 //! repeated SIGKILLs are silent.
 //! ¹ with `--unready-on signal` (the default) only; ² with `--unready-on stop` only: readiness
 //! then holds through the pre-stop and goes with the stop signal (KEP-1669's terminating
-//! endpoints stay usable as a fallback while they are still ready). ³ if readiness still stands:
-//! in Running, or in PreStop with `--unready-on stop`.
+//! endpoints stay usable as a fallback while they are still ready). ³ if Unready has not gone out yet
+//! (`History::unready`): in Running, or in PreStop with `--unready-on stop`.
 //!
 //! The two "on exit" rows are the peers' (`Policy::on_main_exit`, from the personality): tini
 //! exits as soon as the main child does; dumb-init first sends the rest of the group TERM (as
@@ -60,10 +60,17 @@
 //! never reaches `step()`: `signals::Routes` sends it on with one table lookup, without reading
 //! the clock.
 //!
-//! May import: signals.
+//! The state carries the history the rows and their promises need (`History`): whether Unready
+//! went out, whether a stop signal did (a rewrite to 0 sends none), when the grace and the
+//! killing began, and how the app ended, unmapped (exit 143 and death by TERM stay apart until
+//! the personality's table maps them). `step` records it from the actions it returns, in one
+//! place, so that no row keeps it by hand.
+//!
+//! May import: reap (`Status`), signals.
 
 use std::time::{Duration, Instant};
 
+use crate::reap::Status;
 use crate::signals::{self, Sig};
 
 /// What the machine needs from the configuration.
@@ -163,12 +170,30 @@ impl Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub phase: Phase,
-    /// The main child's exit code (already mapped: 128+N for signal N), once it is reaped.
-    pub main_code: Option<i32>,
+    /// How the main child ended, once it is reaped: as the kernel said, not yet a code.
+    pub main: Option<Status>,
+    pub history: History,
+}
+
+/// What the shutdown has done so far, read off the actions `step` returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct History {
+    /// Unready was announced.
+    pub unready: bool,
+    /// A stop signal went out: forwarded, or sent to all or to the others (not SIGKILL).
+    pub stop_sent: bool,
+    /// When the grace began (the first entry into Draining), with or without a deadline.
+    pub grace_from: Option<Instant>,
+    /// When the first SIGKILL went out.
+    pub killed_from: Option<Instant>,
 }
 
 impl State {
-    pub const START: State = State { phase: Phase::Running, main_code: None };
+    pub const START: State = State {
+        phase: Phase::Running,
+        main: None,
+        history: History { unready: false, stop_sent: false, grace_from: None, killed_from: None },
+    };
 
     /// When the machine next wants a `Deadline` event, if ever. Inlined: the signal loop asks on
     /// every turn.
@@ -186,17 +211,32 @@ impl State {
     /// read the clock or step the machine for each orphan it reaps.
     #[inline(always)]
     pub fn cares_about_orphans(&self) -> bool {
-        self.main_code.is_some() || matches!(self.phase, Phase::Killing { .. })
+        self.main.is_some() || matches!(self.phase, Phase::Killing { .. })
     }
 
-    /// Whether readiness still stands: before the shutdown, or in a pre-stop that withdraws it
-    /// with the stop signal (`--unready-on stop`).
-    fn unready_pending(&self, policy: &Policy) -> bool {
-        match self.phase {
-            Phase::Running => true,
-            Phase::PreStop { .. } => policy.unready_on == UnreadyOn::Stop,
-            Phase::Draining { .. } | Phase::Killing { .. } | Phase::Exited => false,
+    /// The code lastcall's own table gives the app's end: its exit code, 128+N for signal N,
+    /// or 137 for an app it had to give up on unreaped. (The personality maps it further.)
+    pub fn exit_code(&self) -> i32 {
+        self.main.map_or(KILLED_CODE, Status::code)
+    }
+
+    /// What `actions`, returned at `now`, add to the history; the phase is already the new one.
+    fn record(mut self, actions: &Actions, before: Phase, now: Instant) -> State {
+        let h = &mut self.history;
+        for action in actions.iter() {
+            match *action {
+                Action::Unready => h.unready = true,
+                Action::SignalAll(Sig::KILL) => {
+                    h.killed_from.get_or_insert(now);
+                }
+                Action::Forward(_) | Action::SignalAll(_) | Action::SignalOthers(_) => h.stop_sent = true,
+                Action::Timeline(_) | Action::Exit(_) => {}
+            }
         }
+        if matches!(self.phase, Phase::Draining { .. }) && !matches!(before, Phase::Draining { .. }) {
+            h.grace_from.get_or_insert(now);
+        }
+        self
     }
 
     fn with(self, phase: Phase) -> State {
@@ -211,9 +251,9 @@ pub enum Event {
     /// `now` has reached `State::deadline()`. Before that, or with no deadline, it changes
     /// nothing.
     Deadline,
-    /// One or more children were reaped. `main` is the main child's mapped exit code if it was
-    /// among them; `children_left` whether lastcall still has any child afterwards.
-    Reaped { main: Option<i32>, children_left: bool },
+    /// One or more children were reaped. `main` is how the main child ended if it was among
+    /// them; `children_left` whether lastcall still has any child afterwards.
+    Reaped { main: Option<Status>, children_left: bool },
 }
 
 /// Timeline entries the supervisor logs; the rest of the timeline is read off the actions.
@@ -289,7 +329,7 @@ pub const KILL_WAITS: u32 = 10;
 /// 128 + SIGKILL: the status of anything lastcall had to kill.
 pub const KILLED_CODE: i32 = 128 + libc::SIGKILL;
 
-pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State, Actions) {
+pub fn step(mut state: State, event: Event, now: Instant, policy: &Policy) -> (State, Actions) {
     use Action::*;
     use Phase::*;
 
@@ -322,7 +362,7 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                     forward(policy.stop(pending)),
                 ]),
             ),
-            Draining { .. } if state.main_code.is_none() => {
+            Draining { .. } if state.main.is_none() => {
                 (state.phase, Actions::of(&[Some(received(sig)), forward(policy.stop(sig))]))
             }
             Draining { .. } => (state.phase, Actions::of(&[Some(received(sig)), signal_all(policy.stop(sig))])),
@@ -343,21 +383,22 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                 Actions::of(&[Some(Timeline(Note::GraceExpired)), Some(SignalAll(Sig::KILL))]),
             ),
             Killing { .. } => {
-                (Exited, Actions::of(&[Some(SignalAll(Sig::KILL)), Some(Exit(state.main_code.unwrap_or(KILLED_CODE)))]))
+                (Exited, Actions::of(&[Some(SignalAll(Sig::KILL)), Some(Exit(state.exit_code()))]))
             }
             Running | Exited => (state.phase, Actions::of(&[])),
         },
 
         Event::Reaped { main, children_left } => {
-            let main_just_exited = main.is_some() && state.main_code.is_none();
-            let state = State { main_code: state.main_code.or(main), ..state };
-            if let (true, Some(code)) = (main_just_exited && policy.on_main_exit != OnMainExit::StopTheRest, main) {
-                let term = (policy.on_main_exit == OnMainExit::ForwardTermAndExit).then(|| policy.stop(Sig::TERM)).flatten();
-                let unready = state.unready_pending(policy).then_some(Unready);
-                return (state.with(Exited), Actions::of(&[unready, forward(term), Some(Exit(code))]));
-            }
-            let (phase, actions) = match (state.main_code, children_left) {
-                (Some(code), false) => (Exited, Actions::of(&[Some(Exit(code))])),
+            let main_just_exited = main.is_some() && state.main.is_none();
+            state.main = state.main.or(main);
+            match (state.main, children_left) {
+                // The peers' rows come before every other for this event.
+                _ if main_just_exited && policy.on_main_exit != OnMainExit::StopTheRest => {
+                    let term = (policy.on_main_exit == OnMainExit::ForwardTermAndExit).then(|| policy.stop(Sig::TERM)).flatten();
+                    let unready = (!state.history.unready).then_some(Unready);
+                    (Exited, Actions::of(&[unready, forward(term), Some(Exit(state.exit_code()))]))
+                }
+                (Some(_), false) => (Exited, Actions::of(&[Some(Exit(state.exit_code()))])),
                 (None, _) => match state.phase {
                     Killing { end, .. } => (Killing { until: later(now, policy.kill_wait).min(end).max(now), end }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
@@ -384,11 +425,10 @@ pub fn step(state: State, event: Event, now: Instant, policy: &Policy) -> (State
                     Killing { end, .. } => (Killing { until: later(now, policy.kill_wait).min(end).max(now), end }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
                     _ => (state.phase, Actions::of(&[])),
                 },
-            };
-            return (state.with(phase), actions);
+            }
         }
     };
-    (state.with(phase), actions)
+    (state.with(phase).record(&actions, state.phase, now), actions)
 }
 
 #[cfg(test)]

@@ -49,19 +49,38 @@ fn policy(pre_stop: u64, grace: u64) -> Policy {
     }
 }
 
+/// A state in `phase`, with readiness withdrawn once the shutdown has begun (as with
+/// `--unready-on signal`) and no other history.
 fn at(phase: Phase) -> State {
-    State { phase, main_code: None }
+    State { phase, history: History { unready: phase != Running, ..History::default() }, ..State::START }
 }
 
 fn exited_main(phase: Phase, code: i32) -> State {
-    State { phase, main_code: Some(code) }
+    State { main: Some(Status::Exited(code)), ..at(phase) }
+}
+
+/// The main child's exit with `code`.
+fn exit(code: i32) -> Option<Status> {
+    Some(Status::Exited(code))
+}
+
+/// The state without its history, to compare with one built by hand (the history has
+/// promises of its own: `Taken::check_history`).
+fn bare(state: State) -> State {
+    State { history: History { unready: state.phase != Running, ..History::default() }, ..state }
+}
+
+/// `step`, its state without the history.
+fn bare_step(state: State, event: Event, now: Instant, policy: &Policy) -> (State, Actions) {
+    let (state, actions) = step(state, event, now, policy);
+    (bare(state), actions)
 }
 
 #[test]
 fn term_without_pre_stop_forwards_at_once_and_arms_grace() {
     let t0 = Instant::now();
     let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(0, 10));
-    assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
+    assert_eq!(bare(s), at(Draining { until: Some(t0 + S * 10) }));
     assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Unready, Forward(Sig::TERM)]);
     assert_eq!(s.deadline(), Some(t0 + S * 10));
 }
@@ -70,7 +89,7 @@ fn term_without_pre_stop_forwards_at_once_and_arms_grace() {
 fn term_with_pre_stop_leaves_the_app_untouched() {
     let t0 = Instant::now();
     let (s, a) = step(State::START, Event::Termination(Sig::INT), t0, &policy(2, 10));
-    assert_eq!(s, at(PreStop { until: t0 + S * 2, pending: Sig::INT }));
+    assert_eq!(bare(s), at(PreStop { until: t0 + S * 2, pending: Sig::INT }));
     assert!(a.iter().all(|a| matches!(a, Timeline(_) | Unready)), "{a:?}");
     assert!(a.contains(&Unready), "readiness goes before the pre-stop starts");
     assert_eq!(s.deadline(), Some(t0 + S * 2));
@@ -86,7 +105,7 @@ fn unready_on_stop_keeps_readiness_through_the_pre_stop() {
     assert_eq!(a, vec![Timeline(Note::PreStopEnded), Unready, Forward(Sig::TERM)]);
     let (_, a) = step(s, Event::Termination(Sig::TERM), t0 + S, &p);
     assert_eq!(a, vec![Timeline(Note::Received(Sig::TERM)), Timeline(Note::PreStopCut), Unready, Forward(Sig::TERM)]);
-    let (_, a) = step(s, Event::Reaped { main: Some(0), children_left: true }, t0 + S, &p);
+    let (_, a) = step(s, Event::Reaped { main: exit(0), children_left: true }, t0 + S, &p);
     assert_eq!(a, vec![Timeline(Note::PreStopCut), Unready, SignalAll(Sig::TERM)]);
     // Without a pre-stop both modes are the same.
     let (_, a) = step(State::START, Event::Termination(Sig::TERM), t0, &Policy { unready_on: UnreadyOn::Stop, ..policy(0, 10) });
@@ -102,7 +121,7 @@ fn pre_stop_deadline_forwards_the_pending_signal() {
     let t0 = Instant::now();
     let s = at(PreStop { until: t0, pending: Sig::QUIT });
     let (s, a) = step(s, Event::Deadline, t0, &policy(2, 10));
-    assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }));
+    assert_eq!(bare(s), at(Draining { until: Some(t0 + S * 10) }));
     assert_eq!(a, vec![Timeline(Note::PreStopEnded), Forward(Sig::QUIT)]);
 }
 
@@ -111,7 +130,7 @@ fn second_term_cuts_the_pre_stop_short() {
     let t0 = Instant::now();
     let s = at(PreStop { until: t0 + S * 2, pending: Sig::TERM });
     let (s, a) = step(s, Event::Termination(Sig::INT), t0 + S, &policy(2, 10));
-    assert_eq!(s, at(Draining { until: Some(t0 + S * 11) }));
+    assert_eq!(bare(s), at(Draining { until: Some(t0 + S * 11) }));
     assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
     assert!(a.contains(&Timeline(Note::PreStopCut)));
 }
@@ -132,7 +151,7 @@ fn term_during_grace_is_forwarded_again_without_moving_the_deadline() {
     let t0 = Instant::now();
     let s = at(Draining { until: Some(t0 + S * 10) });
     let (s2, a) = step(s, Event::Termination(Sig::TERM), t0 + S, &policy(0, 10));
-    assert_eq!(s2, s);
+    assert_eq!(bare(s2), s);
     assert_eq!(a.last(), Some(&Forward(Sig::TERM)));
 }
 
@@ -141,7 +160,7 @@ fn term_while_only_others_linger_goes_to_everyone() {
     let t0 = Instant::now();
     let s = exited_main(Draining { until: Some(t0 + S) }, 0);
     let (s2, a) = step(s, Event::Termination(Sig::TERM), t0, &policy(0, 10));
-    assert_eq!(s2, s);
+    assert_eq!(bare(s2), s);
     assert_eq!(a.last(), Some(&SignalAll(Sig::TERM)));
 }
 
@@ -150,7 +169,7 @@ fn grace_deadline_escalates_to_sigkill_for_everyone() {
     let t0 = Instant::now();
     let s = at(Draining { until: Some(t0) });
     let (s, a) = step(s, Event::Deadline, t0, &policy(0, 10));
-    assert_eq!(s, at(Killing { until: t0 + S * 3, end: t0 + S * 30 }));
+    assert_eq!(bare(s), at(Killing { until: t0 + S * 3, end: t0 + S * 30 }));
     assert_eq!(a, vec![Timeline(Note::GraceExpired), SignalAll(Sig::KILL)]);
 }
 
@@ -158,7 +177,7 @@ fn grace_deadline_escalates_to_sigkill_for_everyone() {
 fn zero_grace_never_escalates() {
     let t0 = Instant::now();
     let (s, _) = step(State::START, Event::Termination(Sig::TERM), t0, &policy(0, 0));
-    assert_eq!(s, at(Draining { until: None }));
+    assert_eq!(bare(s), at(Draining { until: None }));
     assert_eq!(s.deadline(), None);
 }
 
@@ -185,7 +204,7 @@ fn main_exit_with_nothing_left_exits_with_its_code_from_any_live_phase() {
         Draining { until: None },
         Killing { until: t0, end: t0 },
     ] {
-        let ev = Event::Reaped { main: Some(143), children_left: false };
+        let ev = Event::Reaped { main: exit(143), children_left: false };
         let (s, a) = step(at(phase), ev, t0, &policy(1, 1));
         assert_eq!(s.phase, Exited);
         assert_eq!(a, vec![Exit(143)]);
@@ -195,9 +214,9 @@ fn main_exit_with_nothing_left_exits_with_its_code_from_any_live_phase() {
 #[test]
 fn main_exit_while_running_with_others_left_stops_them_within_grace() {
     let t0 = Instant::now();
-    let ev = Event::Reaped { main: Some(0), children_left: true };
+    let ev = Event::Reaped { main: exit(0), children_left: true };
     let (s, a) = step(State::START, ev, t0, &policy(0, 5));
-    assert_eq!(s, exited_main(Draining { until: Some(t0 + S * 5) }, 0));
+    assert_eq!(bare(s), exited_main(Draining { until: Some(t0 + S * 5) }, 0));
     assert_eq!(a, vec![Unready, SignalAll(Sig::TERM)]);
     // Then the last of them goes: exit with the main child's code, not theirs.
     let (s, a) = step(s, Event::Reaped { main: None, children_left: false }, t0, &policy(0, 5));
@@ -210,8 +229,8 @@ fn main_exit_during_pre_stop_with_others_left_signals_them_the_pending_stop() {
     let t0 = Instant::now();
     let p = Policy { stop_signal: Some(Sig::QUIT), ..policy(5, 5) };
     let s = at(PreStop { until: t0 + S * 5, pending: Sig::TERM });
-    let (s, a) = step(s, Event::Reaped { main: Some(1), children_left: true }, t0, &p);
-    assert_eq!(s, exited_main(Draining { until: Some(t0 + S * 5) }, 1));
+    let (s, a) = step(s, Event::Reaped { main: exit(1), children_left: true }, t0, &p);
+    assert_eq!(bare(s), exited_main(Draining { until: Some(t0 + S * 5) }, 1));
     assert_eq!(a.last(), Some(&SignalAll(Sig::QUIT)));
 }
 
@@ -219,8 +238,8 @@ fn main_exit_during_pre_stop_with_others_left_signals_them_the_pending_stop() {
 fn main_exit_during_drain_keeps_the_deadline_and_signals_only_those_outside_the_group() {
     let t0 = Instant::now();
     let s = at(Draining { until: Some(t0 + S) });
-    let (s, a) = step(s, Event::Reaped { main: Some(143), children_left: true }, t0, &policy(0, 5));
-    assert_eq!(s, exited_main(Draining { until: Some(t0 + S) }, 143));
+    let (s, a) = step(s, Event::Reaped { main: exit(143), children_left: true }, t0, &policy(0, 5));
+    assert_eq!(bare(s), exited_main(Draining { until: Some(t0 + S) }, 143));
     assert_eq!(a, vec![SignalOthers(Sig::TERM)]);
     // Only once: later reaps change nothing.
     let (s2, a) = step(s, Event::Reaped { main: None, children_left: true }, t0, &policy(0, 5));
@@ -232,8 +251,8 @@ fn with_single_child_the_group_gets_the_stop_signal_when_the_main_child_exits_mi
     let t0 = Instant::now();
     let p = Policy { single_child: true, ..policy(0, 5) };
     let s = at(Draining { until: Some(t0 + S) });
-    let (s, a) = step(s, Event::Reaped { main: Some(0), children_left: true }, t0, &p);
-    assert_eq!(s, exited_main(Draining { until: Some(t0 + S) }, 0));
+    let (s, a) = step(s, Event::Reaped { main: exit(0), children_left: true }, t0, &p);
+    assert_eq!(bare(s), exited_main(Draining { until: Some(t0 + S) }, 0));
     assert_eq!(a, vec![SignalAll(Sig::TERM)]);
 }
 
@@ -248,12 +267,12 @@ fn orphan_reaps_change_nothing_until_killing() {
     let end = t0 + S * 30;
     let later = at(Killing { until: t0 + S * 4, end });
     let s = at(Killing { until: t0, end });
-    assert_eq!(step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
+    assert_eq!(bare_step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
     // ... but never past its end, however many die one after another.
-    assert_eq!(step(s, ev, t0 + S * 29, &policy(1, 1)).0, at(Killing { until: end, end }));
+    assert_eq!(bare_step(s, ev, t0 + S * 29, &policy(1, 1)).0, at(Killing { until: end, end }));
     let s = exited_main(Killing { until: t0, end }, 137);
     let later = exited_main(Killing { until: t0 + S * 4, end }, 137);
-    assert_eq!(step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
+    assert_eq!(bare_step(s, ev, t0 + S, &policy(1, 1)), (later, Actions::of(&[Some(SignalAll(Sig::KILL))])));
 }
 
 #[test]
@@ -262,7 +281,7 @@ fn orphan_reaps_matter_exactly_where_step_acts_on_them() {
     let phases = [Running, PreStop { until: t0, pending: Sig::TERM }, Draining { until: None }, Killing { until: t0, end: t0 }];
     for state in phases.iter().flat_map(|&phase| [at(phase), exited_main(phase, 0)]) {
         // While the main child lives, lastcall always has a child left.
-        let possible: &[bool] = if state.main_code.is_some() { &[true, false] } else { &[true] };
+        let possible: &[bool] = if state.main.is_some() { &[true, false] } else { &[true] };
         let acts = possible.iter().any(|&children_left| {
             let orphan = Event::Reaped { main: None, children_left };
             step(state, orphan, t0, &policy(1, 1)) != (state, Actions::of(&[]))
@@ -276,7 +295,7 @@ fn the_main_code_is_kept_once_known() {
     let t0 = Instant::now();
     let s = exited_main(Draining { until: None }, 7);
     let (s, a) = step(s, Event::Reaped { main: None, children_left: false }, t0, &policy(0, 0));
-    assert_eq!(s, exited_main(Exited, 7));
+    assert_eq!(bare(s), exited_main(Exited, 7));
     assert_eq!(a, vec![Exit(7)]);
 }
 
@@ -298,7 +317,7 @@ fn rewrites_apply_to_what_is_forwarded_not_to_when_shutdown_starts() {
     let t0 = Instant::now();
     let p = Policy { rewrite: vec![(Sig::TERM, Sig::QUIT), (Sig(libc::SIGHUP), Sig(0))], ..policy(0, 10) };
     let (s, a) = step(State::START, Event::Termination(Sig::TERM), t0, &p);
-    assert_eq!(s, at(Draining { until: Some(t0 + S * 10) }), "TERM still starts the shutdown");
+    assert_eq!(bare(s), at(Draining { until: Some(t0 + S * 10) }), "TERM still starts the shutdown");
     assert_eq!(a.last(), Some(&Forward(Sig::QUIT)));
     let (_, a) = step(State::START, Event::Termination(Sig::INT), t0, &p);
     assert_eq!(a.last(), Some(&Forward(Sig::INT)), "no rule: forwarded as received");
@@ -334,10 +353,10 @@ fn a_peer_exits_with_the_main_child_whatever_is_left() {
         // Readiness still stands before the shutdown; the pre-stop withdrew it (`--unready-on signal`).
         let unready = (state == State::START).then_some(Unready);
         for children_left in [true, false] {
-            let ev = Event::Reaped { main: Some(143), children_left };
-            assert_eq!(step(state, ev, t0, &tini), (exited_main(Exited, 143), Actions::of(&[unready, Some(Exit(143))])));
+            let ev = Event::Reaped { main: exit(143), children_left };
+            assert_eq!(bare_step(state, ev, t0, &tini), (exited_main(Exited, 143), Actions::of(&[unready, Some(Exit(143))])));
             let expected = Actions::of(&[unready, Some(Forward(Sig::QUIT)), Some(Exit(143))]);
-            assert_eq!(step(state, ev, t0, &dumb_init), (exited_main(Exited, 143), expected), "TERM as rewritten");
+            assert_eq!(bare_step(state, ev, t0, &dumb_init), (exited_main(Exited, 143), expected), "TERM as rewritten");
         }
     }
     // An orphan's exit is nothing to either.
@@ -351,7 +370,7 @@ fn a_peer_withdraws_readiness_before_the_term_it_sends_at_the_main_childs_exit()
     let dumb_init =
         Policy { on_main_exit: OnMainExit::ForwardTermAndExit, unready_on: UnreadyOn::Stop, ..policy(5, 10) };
     let (pre_stop, _) = step(State::START, Event::Termination(Sig::TERM), t0, &dumb_init);
-    let (end, actions) = step(pre_stop, Event::Reaped { main: Some(0), children_left: true }, t0, &dumb_init);
+    let (end, actions) = bare_step(pre_stop, Event::Reaped { main: exit(0), children_left: true }, t0, &dumb_init);
     assert_eq!((end, actions), (exited_main(Exited, 0), Actions::of(&[Some(Unready), Some(Forward(Sig::TERM)), Some(Exit(0))])));
 }
 
@@ -413,7 +432,6 @@ fn random_event_sequences_keep_the_promises() {
         let p = random_policy(&mut rng);
         let mut state = State::START;
         let mut now = t0;
-        let mut seen = Seen { main_alive: true, grace_ends: None, killed_at: None, unready: false, exited: false };
         for _ in 0..rng.below(40) {
             // Time moves forward: a little, a lot, or right to the next deadline.
             now += match (rng.below(4), state.deadline()) {
@@ -421,12 +439,12 @@ fn random_event_sequences_keep_the_promises() {
                 (1, _) => Duration::from_millis(rng.below(4000)),
                 _ => Duration::from_millis(rng.below(50)),
             };
-            let event = random_event(&mut rng, state, now, seen.main_alive);
+            let event = random_event(&mut rng, state, now, state.main.is_none());
             let before = state;
             let (after, actions) = step(before, event, now, &p);
             steps += 1;
             let ctx = || format!("sequence {sequence}: {before:?} + {event:?} at +{:?} -> {after:?} {actions:?}, {p:?}", now - t0);
-            seen.check(&Taken { before, event, now, after, actions: &actions }, &p, &ctx);
+            Taken { before, event, now, after, actions: &actions }.check(&p, &ctx);
             state = after;
         }
     }
@@ -438,14 +456,15 @@ fn random_event(rng: &mut Rng, state: State, now: Instant, main_alive: bool) -> 
         0 => Event::Termination([Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize]),
         1 if state.deadline().is_some_and(|d| now >= d) => Event::Deadline,
         _ => {
-            let main = (main_alive && rng.chance(30)).then(|| [0, 1, 143, 137][rng.below(4) as usize]);
+            let ends = [Status::Exited(0), Status::Exited(1), Status::Exited(143), Status::Signaled(Sig::TERM, false), Status::Signaled(Sig::KILL, false)];
+            let main = (main_alive && rng.chance(30)).then(|| ends[rng.below(ends.len() as u64) as usize]);
             let children_left = (main_alive && main.is_none()) || rng.chance(60);
             Event::Reaped { main, children_left }
         }
     }
 }
 
-/// One step of a random sequence: the state before, the event, and what `step` made of them.
+/// One step of a sequence: the state before, the event, and what `step` made of them.
 struct Taken<'a> {
     before: State,
     event: Event,
@@ -454,85 +473,76 @@ struct Taken<'a> {
     actions: &'a Actions,
 }
 
-/// What a random sequence has done so far, which each step's promises are checked against.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct Seen {
-    main_alive: bool,
-    /// `Some(None)`: the grace started, with no deadline.
-    grace_ends: Option<Option<Instant>>,
-    killed_at: Option<Instant>,
-    unready: bool,
-    exited: bool,
-}
-
-impl Seen {
-    fn check(&mut self, t: &Taken, p: &Policy, ctx: &dyn Fn() -> String) {
-        if let Event::Reaped { main: Some(_), .. } = t.event {
-            self.main_alive = false;
-        }
-        if self.exited {
-            assert!(t.actions.is_empty() && t.after == t.before, "{}", ctx());
+impl Taken<'_> {
+    /// The step's promises, read off the states' history alone: no bookkeeping of the test's.
+    fn check(&self, p: &Policy, ctx: &dyn Fn() -> String) {
+        let t = self;
+        if t.before.phase == Exited {
+            assert!(t.actions.is_empty() && t.after == t.before, "something after Exit: {}", ctx());
             return;
         }
         if let Some(d) = t.after.deadline() {
             assert!(d >= t.now || Some(d) == t.before.deadline(), "a deadline set in the past: {}", ctx());
         }
-        self.check_exit(t, ctx);
-        self.check_kill(t, ctx);
-        self.check_unready(t, ctx);
-        self.check_stop(t, p, ctx);
+        assert_eq!(t.after.main, t.before.main.or(match t.event {
+            Event::Reaped { main, .. } => main,
+            _ => None,
+        }), "the app's end is kept as first reaped: {}", ctx());
+        t.check_exit(ctx);
+        t.check_kill(p, ctx);
+        t.check_unready(ctx);
+        t.check_stop(p, ctx);
+        t.check_history(ctx);
     }
 
-    /// No Exit while the main child lives, unless the kill wait has run out.
-    fn check_exit(&mut self, t: &Taken, ctx: &dyn Fn() -> String) {
+    /// No Exit while the main child lives, unless the kill wait has run out; the code is the
+    /// app's own (128+N for a signal), or 137 for an app given up on.
+    fn check_exit(&self, ctx: &dyn Fn() -> String) {
+        let t = self;
         let exit = t.actions.iter().find_map(|a| match *a {
             Exit(code) => Some(code),
             _ => None,
         });
         let Some(code) = exit else { return };
-        self.exited = true;
         let killing_done = matches!(t.before.phase, Killing { until, .. } if t.now >= until) && t.event == Event::Deadline;
-        assert!(!self.main_alive || killing_done, "exit while the main child lives: {}", ctx());
+        assert!(t.after.main.is_some() || killing_done, "exit while the main child lives: {}", ctx());
         assert_eq!(t.after.phase, Exited, "{}", ctx());
-        let expected = match t.event {
-            Event::Reaped { main: Some(c), .. } => t.before.main_code.or(Some(c)),
-            _ => t.before.main_code,
-        };
-        assert_eq!(code, expected.unwrap_or(KILLED_CODE), "{}", ctx());
+        assert_eq!(code, t.after.main.map_or(KILLED_CODE, Status::code), "{}", ctx());
     }
 
     /// SIGKILL never before the grace deadline, never without one.
-    fn check_kill(&mut self, t: &Taken, ctx: &dyn Fn() -> String) {
+    fn check_kill(&self, p: &Policy, ctx: &dyn Fn() -> String) {
+        let t = self;
         let kills = t.actions.iter().filter(|a| **a == SignalAll(Sig::KILL)).count();
         if kills > 0 {
             assert!(kills == 1, "{}", ctx());
-            match self.grace_ends {
-                Some(Some(deadline)) => assert!(t.now >= deadline, "SIGKILL before the grace ended: {}", ctx()),
+            match (t.before.history.grace_from, p.grace) {
+                (Some(from), Some(grace)) => assert!(t.now >= from + grace, "SIGKILL before the grace ended: {}", ctx()),
                 _ => panic!("SIGKILL without a grace deadline: {}", ctx()),
             }
-            self.killed_at.get_or_insert(t.now);
         }
         if matches!(t.after.phase, Killing { .. }) {
-            assert!(self.killed_at.is_some(), "Killing without a SIGKILL: {}", ctx());
+            assert!(t.after.history.killed_from.is_some(), "Killing without a SIGKILL: {}", ctx());
         }
     }
 
     /// Unready once, before any stop signal.
-    fn check_unready(&mut self, t: &Taken, ctx: &dyn Fn() -> String) {
-        if t.actions.contains(&Unready) {
-            assert!(!self.unready, "Unready twice: {}", ctx());
-            self.unready = true;
-        }
-        let first_signal = t.actions.iter().position(|a| matches!(a, Forward(_) | SignalAll(_) | SignalOthers(_)));
+    fn check_unready(&self, ctx: &dyn Fn() -> String) {
+        let t = self;
         let unready_at = t.actions.iter().position(|a| *a == Unready);
+        assert!(unready_at.is_none() || !t.before.history.unready, "Unready twice: {}", ctx());
+        let first_signal = t.actions.iter().position(|a| matches!(a, Forward(_) | SignalAll(_) | SignalOthers(_)));
         if let Some(i) = first_signal {
-            assert!(self.unready && unready_at.is_none_or(|u| u < i), "a signal before Unready: {}", ctx());
+            let announced = t.before.history.unready || unready_at.is_some_and(|u| u < i);
+            assert!(announced, "a signal before Unready: {}", ctx());
         }
     }
 
-    /// Every termination reaches the app once per its rule, and the grace starts when the stop
-    /// signal would go out, and only once.
-    fn check_stop(&mut self, t: &Taken, p: &Policy, ctx: &dyn Fn() -> String) {
+    /// Every termination reaches the app once per its rule, and nothing goes to the app's group
+    /// once it is reaped (the rest get theirs from SignalAll and SignalOthers); the grace
+    /// starts when the stop signal would go out, and only once.
+    fn check_stop(&self, p: &Policy, ctx: &dyn Fn() -> String) {
+        let t = self;
         let stops: Vec<Sig> = t
             .actions
             .iter()
@@ -544,7 +554,7 @@ impl Seen {
             .collect();
         assert!(stops.len() <= 1, "{}", ctx());
         let stop = |received: Sig| p.stop(received).filter(|s| *s != Sig(0));
-        let main_just_exited = matches!(t.event, Event::Reaped { main: Some(_), .. }) && t.before.main_code.is_none();
+        let main_just_exited = t.before.main.is_none() && t.after.main.is_some();
         let expected: Option<Sig> = match (t.before.phase, t.event) {
             _ if main_just_exited && p.on_main_exit == OnMainExit::Exit => None,
             _ if main_just_exited && p.on_main_exit == OnMainExit::ForwardTermAndExit => stop(Sig::TERM),
@@ -562,11 +572,26 @@ impl Seen {
         };
         assert_eq!(stops.first().copied(), expected, "{}", ctx());
         assert!(stops.iter().all(|s| *s != Sig(0)), "a dropped signal was sent: {}", ctx());
-        if matches!(t.after.phase, Draining { .. }) && !matches!(t.before.phase, Draining { .. }) {
-            assert!(self.grace_ends.is_none(), "{}", ctx());
-            self.grace_ends = Some(p.grace.map(|g| t.now + g));
-            assert_eq!(t.after.deadline(), self.grace_ends.unwrap(), "{}", ctx());
+        if t.before.main.is_some() {
+            assert!(!t.actions.iter().any(|a| matches!(a, Forward(_))), "a forward to the reaped app's group: {}", ctx());
         }
+        if matches!(t.after.phase, Draining { .. }) && !matches!(t.before.phase, Draining { .. }) {
+            assert!(t.before.history.grace_from.is_none(), "the grace began twice: {}", ctx());
+            assert_eq!(t.after.deadline(), p.grace.map(|g| t.now + g), "{}", ctx());
+        }
+    }
+
+    /// The history says what the actions did, and only grows.
+    fn check_history(&self, ctx: &dyn Fn() -> String) {
+        let (before, after) = (self.before.history, self.after.history);
+        let did = |f: fn(&Action) -> bool| self.actions.iter().any(f);
+        assert_eq!(after.unready, before.unready || did(|a| *a == Unready), "{}", ctx());
+        let stop = did(|a| matches!(a, Forward(_) | SignalOthers(_)) || matches!(a, SignalAll(s) if *s != Sig::KILL));
+        assert_eq!(after.stop_sent, before.stop_sent || stop, "{}", ctx());
+        let killed = did(|a| *a == SignalAll(Sig::KILL)).then_some(self.now);
+        assert_eq!(after.killed_from, before.killed_from.or(killed), "{}", ctx());
+        let grace_began = matches!(self.after.phase, Draining { .. }) && !matches!(self.before.phase, Draining { .. });
+        assert_eq!(after.grace_from, before.grace_from.or(grace_began.then_some(self.now)), "{}", ctx());
     }
 }
 
@@ -605,7 +630,9 @@ fn possible_events(state: State, now: Instant, main_alive: bool) -> Vec<(Event, 
     }
     for children_left in [true, false] {
         if main_alive {
-            events.extend([0, 143].map(|code| (Event::Reaped { main: Some(code), children_left }, now)));
+            // By code, by the code a death by TERM maps to, and by TERM itself.
+            let ends = [Status::Exited(0), Status::Exited(143), Status::Signaled(Sig::TERM, false)];
+            events.extend(ends.map(|end| (Event::Reaped { main: Some(end), children_left }, now)));
         }
         // While the main child lives, lastcall has a child: an orphan's reap leaves it one.
         if children_left || !main_alive {
@@ -616,8 +643,8 @@ fn possible_events(state: State, now: Instant, main_alive: bool) -> Vec<(Event, 
 }
 
 /// Exhaustive: for every policy of `exploration_policies`, breadth first over distinct states
-/// (the machine's state, the time, and what has been done: `Seen`), every sequence of up to
-/// `DEPTH` events. Each transition is held to `Seen`'s promises (the random test's), and each
+/// (the machine's state, history included, and the time), every sequence of up to `DEPTH`
+/// events. Each transition is held to `Taken::check`'s promises (the random test's), and each
 /// reachable state to having a deadline unless it only waits on what must come.
 #[test]
 fn every_sequence_of_eight_events_keeps_the_promises() {
@@ -630,26 +657,21 @@ fn every_sequence_of_eight_events_keeps_the_promises() {
     let t0 = Instant::now();
     let (mut states, mut transitions) = (0usize, 0usize);
     for p in exploration_policies() {
-        let start = Seen { main_alive: true, grace_ends: None, killed_at: None, unready: false, exited: false };
-        let mut visited: HashSet<(State, Instant, Seen)> = HashSet::new();
-        let mut frontier = vec![(State::START, t0, start)];
+        let mut visited: HashSet<(State, Instant)> = HashSet::new();
+        let mut frontier = vec![(State::START, t0)];
         for depth in 0..DEPTH {
             let mut next = vec![];
-            for (state, now, seen) in frontier {
-                if !visited.insert((state, now, seen.clone())) {
+            for (state, now) in frontier {
+                if !visited.insert((state, now)) || state.phase == Exited {
                     continue;
                 }
-                if seen.exited {
-                    continue;
-                }
-                for (event, at) in possible_events(state, now, seen.main_alive) {
+                for (event, at) in possible_events(state, now, state.main.is_none()) {
                     let (after, actions) = step(state, event, at, &p);
                     transitions += 1;
                     let ctx = || format!("depth {depth}: {state:?} + {event:?} at +{:?} -> {after:?} {actions:?}, {p:?}", at - t0);
-                    let mut seen = seen.clone();
-                    seen.check(&Taken { before: state, event, now: at, after, actions: &actions }, &p, &ctx);
+                    Taken { before: state, event, now: at, after, actions: &actions }.check(&p, &ctx);
                     // The last phase is bounded, however many die one after another.
-                    if let (Killing { until, .. }, Some(killed)) = (after.phase, seen.killed_at) {
+                    if let (Killing { until, .. }, Some(killed)) = (after.phase, after.history.killed_from) {
                         let bound = later(killed, p.kill_wait.saturating_mul(KILL_WAITS)).max(at);
                         assert!(until <= bound, "the kill wait outlasts its bound: {}", ctx());
                     }
@@ -659,7 +681,7 @@ fn every_sequence_of_eight_events_keeps_the_promises() {
                         assert!(matches!(after.phase, Running | Exited | Draining { until: None }), "{}", ctx());
                         assert!(!matches!(after.phase, Draining { .. }) || p.grace.is_none(), "{}", ctx());
                     }
-                    next.push((after, at, seen));
+                    next.push((after, at));
                 }
             }
             frontier = next;

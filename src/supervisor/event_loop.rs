@@ -253,8 +253,8 @@ impl Supervisor {
             personality: self.personality,
             phase: self.state.phase.name(),
             shutdown: self.shutdown_at.map(|t| now.saturating_duration_since(t)),
-            exit_code: self.main_status.map(Status::code),
-            exit_signal: self.main_status.and_then(Status::signal).map(|sig| sig.0),
+            exit_code: self.state.main.map(Status::code),
+            exit_signal: self.state.main.and_then(Status::signal).map(|sig| sig.0),
             notify_relayed: self.notify.as_ref().map_or(0, |n| n.relayed_total),
             notify_refused: self.notify.as_ref().map_or(0, |n| n.refused_total),
             health_evicted: h.evicted,
@@ -325,7 +325,6 @@ impl Supervisor {
     #[inline(never)]
     fn on_child_exit(&mut self, reaped: reap::Reaped, other_killed: Option<Pid>) -> Option<Woken> {
         if reaped.main.is_some() {
-            self.main_status = reaped.main;
             // The short way sends to the app's group or pidfd without asking whether it is
             // still the app's: from now on every signal goes the long way (`app`).
             self.drain_quick_counts();
@@ -339,7 +338,7 @@ impl Supervisor {
         if main_killed || other_killed.is_some() {
             self.check_oom(main_killed, other_killed);
         }
-        let main = reaped.main.map(Status::code);
+        let main = reaped.main;
         if main.is_none() && (reaped.others == 0 || !self.state.cares_about_orphans()) {
             return None;
         }
@@ -540,7 +539,7 @@ impl Supervisor {
     /// group of its own (the only way to make a group P) has pid P.
     #[inline(always)]
     pub(super) fn app(&mut self) -> Option<Target> {
-        let reaped = self.main_status.is_some();
+        let reaped = self.state.main.is_some();
         if self.single_child {
             return (!reaped).then_some(Target::Main);
         }
@@ -573,7 +572,7 @@ impl Supervisor {
     /// The shutdown's stop signal, which the timeline shows.
     fn forward_stop(&mut self, sig: Sig, now: Instant) {
         let whom = self.whom();
-        if self.single_child && self.state.main_code.is_some() {
+        if self.single_child && self.state.main.is_some() {
             // The child is reaped (dumb-init's TERM at its exit, with -c): its pid may be
             // another process's by now.
             return;

@@ -27,7 +27,6 @@ use crate::ready_file::ReadyFile;
 use crate::personality::{ChildSignals, Ending};
 use crate::signals::{Quick, Routes, Sig};
 use crate::sys::{self, Detach};
-use crate::reap::Status;
 use crate::procfs::{self, ProcReader};
 use crate::{inner_lastcall, launch, reap, user};
 
@@ -267,7 +266,7 @@ fn supervise(config: &Config, init: Init, mut launched: Launched, clock_zero: In
     }
     let code = early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal_out_of_line(sig, sender));
     let code = code.unwrap_or_else(|| supervisor.event_loop());
-    let ending = config.exits.ending(code, supervisor.main_status, supervisor.pid1, &config.remap_exit);
+    let ending = config.exits.ending(code, supervisor.state.main, supervisor.pid1, &config.remap_exit);
     // json's last line; text has none (a peer's name prints nothing here).
     if logging::json() {
         match ending {
@@ -330,7 +329,6 @@ impl Supervisor {
             notify,
             proc: ProcReader::new(),
             warned_blind: false,
-            main_status: None,
             counters: Counters::default(),
             oom,
             names_oom_kills: config.names_oom_kills || logging::json(),
@@ -438,8 +436,6 @@ struct Supervisor {
     ready_file: Option<ReadyFile>,
     health: Option<Health>,
     notify: Option<NotifyRelay>,
-    /// How the main child ended, once it is reaped: lastcall ends the same way.
-    main_status: Option<Status>,
     proc: ProcReader,
     /// Whether lastcall has said that /proc does not show it everything (once is enough).
     warned_blind: bool,

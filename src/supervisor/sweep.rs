@@ -53,7 +53,7 @@ impl Supervisor {
             }
             return;
         }
-        if self.main_status.is_none() || self.group_is_the_apps() {
+        if self.state.main.is_none() || self.group_is_the_apps() {
             let _ = sys::kill(-self.child.as_raw(), Sig::KILL);
         }
         let (killed, complete) = if proc_is_ours(self.me) { self.kill_descendants() } else { (0, false) };
