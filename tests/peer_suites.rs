@@ -350,7 +350,8 @@ fn stalled(log: &str) -> bool {
 fn run_dumb_init(s: &Setup, bin: &Path, only: &[String]) -> Results {
     let mut cmd = under_reaping_pid1(&["/usr/bin/dumb-init", "--"], 600, bin, s);
     cmd.arg(&s.python).args(["-m", "pytest", "-p", "no:cacheprovider", "-p", "lastcall_isolation", "-rA", "-q"]);
-    cmd.env("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peer_suites")).env("ISOLATE_PEER_SUITE", "1");
+    cmd.env("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peer_suites")).env("ISOLATE_PEER_SUITE", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
     if only.is_empty() {
         cmd.arg("tests");
     } else {
