@@ -5,7 +5,8 @@
 //! Checked: no panic; every entry found is one the kernel can take (no id of -1) and whose name
 //! cannot split a line; the groups of `--user`'s name are the gid first, each once, within the
 //! cap, and the same as a plain reading of the file gives; a status line gives a 3-digit code.
-//! The seeds hold the hostile shapes: many groups, very long lines, many colons, NULs in fields.
+//! The corpus's named inputs hold the hostile shapes: many groups, very long lines, many colons,
+//! NULs in fields.
 #![no_main]
 
 use lastcall::probe::parse_status_line;
