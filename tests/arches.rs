@@ -157,9 +157,14 @@ fn check(which: impl Fn(&str) -> bool) {
 /// every target: half a minute to eight minutes); the real-world suite, whose nginx, HAProxy and
 /// runc exercise no system call that supervision, handshake and trust do not (half a minute);
 /// the README's blocks and the set-up scripts (shell and cargo); the instruction counts,
-/// which are measured against the peers Debian ships for the host; and the packages and the
-/// wheel, which hold the release binaries themselves.
-const HOST_ONLY: [&str; 10] = ["arches", "hosts", "peer_suites", "peers", "real_world", "readme_blocks", "setup_host", "instructions", "packages", "wheel"];
+/// which are measured against the peers Debian ships for the host; the packages and the
+/// wheel, which hold the release binaries themselves; the differential test against the real
+/// peers (as the side-by-side scenarios); and the fuzz targets, built for the host's triple
+/// from the library's source, which has no per-architecture parser.
+const HOST_ONLY: [&str; 12] = [
+    "arches", "hosts", "peer_suites", "peers", "differential", "real_world", "readme_blocks", "setup_host", "instructions", "packages",
+    "wheel", "fuzz",
+];
 
 /// The unit tests and the integration suites (all of tests/ but `HOST_ONLY`) against `target`'s
 /// binary, less the timing-only tests (named `timing_*`): they measure the host's scheduler, not
