@@ -190,6 +190,18 @@ impl NotifyRelay {
         true
     }
 
+    /// Passes on what the main child, just reaped as `main`, sent before it exited, with what
+    /// else is waiting (one batch): its messages can no longer be checked against /proc, and
+    /// once lastcall has exited they could not be read at all. Its pid still names it: the
+    /// kernel hands a freed pid out again only after going round the whole pid space, and this
+    /// pass comes straight after the reap.
+    #[cold]
+    pub fn relay_last_words(&mut self, main: libc::pid_t) {
+        self.trust.just_reaped = Some(main);
+        self.relay();
+        self.trust.just_reaped = None;
+    }
+
     /// Start-up's deferred half: the sweep. The event loop's first pass over the sockets comes
     /// after the app is spawned, so this runs while the app execs (on another core, if there is
     /// one), not before. What the app sent meanwhile waits on the socket.

@@ -18,12 +18,14 @@ pub(super) struct Trust {
     buf: Vec<u8>,
     /// Whether lastcall has said that without /proc no sender can be checked (once is enough).
     pub(super) blind: bool,
+    /// The main child's pid during the pass that follows its reap (`relay_last_words`).
+    pub(super) just_reaped: Option<libc::pid_t>,
 }
 
 impl Trust {
     pub(super) fn new() -> Trust {
         let me = std::process::id() as libc::pid_t;
-        Trust { lineage: Lineage::new(me), cgroup: None, buf: Vec::new(), blind: false }
+        Trust { lineage: Lineage::new(me), cgroup: None, buf: Vec::new(), blind: false, just_reaped: None }
     }
 
     /// The buffer, at the first message.
@@ -37,6 +39,9 @@ impl Trust {
     pub(super) fn speaks_for_the_service(&mut self, pid: libc::pid_t) -> bool {
         if pid <= 0 {
             return false;
+        }
+        if self.just_reaped == Some(pid) {
+            return true;
         }
         match self.lineage.descends(pid, &mut self.buf) {
             Some(true) => return true,

@@ -325,6 +325,11 @@ impl Supervisor {
     #[inline(never)]
     fn on_child_exit(&mut self, reaped: reap::Reaped, other_killed: Option<Pid>) -> Option<Woken> {
         if reaped.main.is_some() {
+            // What the app sent just before it exited is still waiting (SIGCHLD is taken before
+            // the socket's signal): read now, while its pid still vouches for it.
+            if let Some(n) = &mut self.notify {
+                n.relay_last_words(self.child.as_raw());
+            }
             // The short way sends to the app's group or pidfd without asking whether it is
             // still the app's: from now on every signal goes the long way (`app`).
             self.drain_quick_counts();

@@ -202,3 +202,56 @@ fn without_proc_dropped_notify_messages_are_said_once() {
     assert!(!stderr.contains("outside the service"), "a misleading reason: {stderr}");
     assert!(upstream.recv(&mut [0u8; 64]).is_err(), "a message was relayed without a check");
 }
+
+/// A process's state letter in /proc (R, S, T, Z...), if it is there.
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// The app's last words: a notify message sent just before it exits is relayed, even when
+/// lastcall hears of the exit first. The test holds lastcall stopped while the app sends and
+/// dies, so that SIGCHLD (17) and the socket's real-time signal are both pending when it goes
+/// on, and SIGCHLD is taken first; the sender is then reaped before its message is read (before:
+/// lastcall exited with the message unread, or refused it as from a stranger).
+#[test]
+fn the_apps_last_message_before_it_exits_is_relayed() {
+    use std::os::unix::net::UnixDatagram;
+    for others_left in [false, true] {
+        let dir = scratch(if others_left { "notify-last-words-others" } else { "notify-last-words" });
+        let upstream_path = dir.join("systemd.sock");
+        let upstream = UnixDatagram::bind(&upstream_path).unwrap();
+        upstream.set_read_timeout(Some(10 * SEC)).unwrap();
+        let go = dir.join("go");
+        assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+        // With others left, a grandchild outlives the app until the app's end closes the pipe (or
+        // lastcall's TERM to the rest comes first), so lastcall goes on after the app's exit.
+        let linger = if others_left { "os.fork() or (os.close(w), os.read(r, 1), os._exit(0))\n" } else { "" };
+        let app = format!(
+            "import os, socket\n\
+             r, w = os.pipe()\n\
+             {linger}\
+             print('ready', flush=True)\n\
+             open({go:?}).read(1)\n\
+             s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+             s.sendto(b'STATUS=last words', os.environ['NOTIFY_SOCKET'])\n\
+             os._exit(3)\n"
+        );
+        let mut run = Spec::new(Mode::Plain, &dir, &["--", "python3", "-c", &app]).env("NOTIFY_SOCKET", &upstream_path.display().to_string()).start();
+        let _tree = KillTree(run.pid);
+        wait_until(10 * SEC, "the app's ready", || run.stdout().contains("ready").then_some(()));
+        let app_pid = wait_until(10 * SEC, "the app's pid", || {
+            descendants(run.pid).into_iter().find(|&p| fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("last words")) && proc_state(p).is_some_and(|s| s != 'Z'))
+        });
+        run.signal(libc::SIGSTOP);
+        wait_until(10 * SEC, "lastcall to stop", || (proc_state(run.pid) == Some('T')).then_some(()));
+        fs::write(&go, "g").unwrap();
+        wait_until(10 * SEC, "the app to exit", || (proc_state(app_pid) == Some('Z')).then_some(()));
+        run.signal(libc::SIGCONT);
+        let mut buf = [0u8; 256];
+        let n = upstream.recv(&mut buf).unwrap_or_else(|e| panic!("the app's last message was not relayed ({e}); lastcall's log:\n{}", run.stderr()));
+        assert_eq!(&buf[..n], b"STATUS=last words\n", "{}", run.stderr());
+        assert_eq!(run.wait(10 * SEC), 3, "{}", run.stderr());
+        assert!(!run.stderr().contains("outside the service"), "{}", run.stderr());
+    }
+}
