@@ -139,7 +139,10 @@ fn a_killed_lastcalls_notify_directory_is_removed_by_the_next() {
         let made = wait_until(10 * SEC, "the notify socket", || {
             notify_dirs(&base).into_iter().find(|d| !before.contains(d) && d.join("notify").exists())
         });
-        for pid in descendants(killed.pid).into_iter().chain([killed.pid]) {
+        // lastcall first: killed after its app, it could see the app's death and clean up
+        // before its own SIGKILL came.
+        let app = wait_until(10 * SEC, "the app to start", || Some(descendants(killed.pid)).filter(|d| !d.is_empty()));
+        for pid in [killed.pid].into_iter().chain(app) {
             kill(pid, libc::SIGKILL);
         }
         assert_eq!(killed.wait(10 * SEC), 137);
