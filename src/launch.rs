@@ -26,8 +26,8 @@ use crate::sys::{self, Detach, ExecPlan, StartFailure};
 pub struct Launch<'a> {
     pub argv: &'a [OsString],
     pub detach: Detach,
-    /// Variables set (or replaced) in the child's environment.
-    pub env: Vec<(String, OsString)>,
+    /// The child's environment, as `KEY=VALUE` (`cli::child_environment`).
+    pub env: Vec<Cow<'static, CStr>>,
     /// The signal mask lastcall was started with.
     pub mask: &'a SigSet,
     /// Who the app runs as (`--user`), if not lastcall's own user.
@@ -54,10 +54,9 @@ pub struct Started {
 }
 
 /// Spawns the command.
-pub fn spawn(launch: &Launch) -> Result<Started, Error> {
+pub fn spawn(launch: Launch) -> Result<Started, Error> {
     let program = launch.argv.first().ok_or_else(|| Error::Usage("no command given".into()))?;
     let argv: Vec<CString> = launch.argv.iter().map(|a| c_string(a.as_bytes())).collect();
-    let env = child_env(&launch.env);
     let take_terminal = owns_terminal();
     // Socket activation's fds and the watchdog are for the child, so what names lastcall must
     // name it.
@@ -69,7 +68,7 @@ pub fn spawn(launch: &Launch) -> Result<Started, Error> {
     if launch.detach == Detach::Session && take_terminal {
         early_signals = hand_over_terminal();
     }
-    let mut plan = ExecPlan::new(argv, env, launch.detach, take_terminal, &renamed, *launch.mask)
+    let mut plan = ExecPlan::new(argv, launch.env, launch.detach, take_terminal, &renamed, *launch.mask)
         .run_as(switch_needed(launch.ids.as_ref()), launch.no_new_privs)
         .exec_in(launch.cwd.map(|fd| fd.as_raw_fd()), launch.scripts_through_sh);
     let pid = Pid::from_raw(sys::spawn(&mut plan, &launch.exits).map_err(|failure| start_error(program, failure))?);
@@ -193,25 +192,6 @@ pub fn close_inherited(fds: &[RawFd]) {
             debug!("cannot close inherited fd {fd}: {e}");
         }
     }
-}
-
-/// lastcall's environment with `overrides` applied, as `KEY=VALUE` C strings: the inherited
-/// entries borrowed as they are (they live as long as lastcall), only the overrides built.
-fn child_env(overrides: &[(String, OsString)]) -> Vec<Cow<'static, CStr>> {
-    let overridden = |entry: sys::EnvEntry| overrides.iter().any(|(name, _)| entry.is_named(name.as_bytes()));
-    let mut env: Vec<Cow<'static, CStr>> =
-        sys::environment().filter(|&entry| !overridden(entry)).map(|entry| Cow::Borrowed(entry.whole())).collect();
-    env.extend(overrides.iter().map(|(k, v)| Cow::Owned(env_entry(k.as_bytes(), v.as_bytes()))));
-    env
-}
-
-/// `KEY=VALUE` as a C string, built in place: one allocation, with room for the NUL.
-fn env_entry(key: &[u8], value: &[u8]) -> CString {
-    let mut entry = Vec::with_capacity(key.len() + value.len() + 2);
-    entry.extend_from_slice(key);
-    entry.push(b'=');
-    entry.extend_from_slice(value);
-    CString::new(entry).unwrap_or_default()
 }
 
 /// Arguments and the environment come from the kernel as C strings, so none holds a NUL.

@@ -6,10 +6,10 @@
 //! non-option, so `lastcall sh -c x` runs `sh -c x`. tini's, dumb-init's and catatonit's flags
 //! are accepted with their meaning (they do not collide), so lastcall is a drop-in for each.
 //! Getopt, precedence and the errors that name an option are here; the option table and the
-//! help are `options`'s, the types built are `config`'s and the parsers of single values are
-//! `values`'s.
+//! help are `options`'s, the types built are `config`'s, the parsers of single values are
+//! `values`'s, and the app's environment is `child_env`'s.
 //!
-//! May import: its `options` and `values`, config, error, logging, machine, personality, signals, sys,
+//! May import: its `child_env`, `options` and `values`, config, error, logging, machine, personality, signals, sys,
 //! user.
 
 use std::borrow::Cow;
@@ -30,8 +30,10 @@ use crate::sys;
 pub use crate::config::{Config, ProbeConfig, ProbeTarget, Subreaper, HEALTH_PROBE_TIMEOUT, PROBE_TIMEOUT};
 use crate::config::Inherited;
 pub use values::{parse_duration, MAX_DURATION};
+pub use child_env::{child_environment, Runtime};
 use values::*;
 
+mod child_env;
 pub mod man;
 mod options;
 mod values;

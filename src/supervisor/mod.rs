@@ -5,16 +5,16 @@
 //! No threads and no periodic timer: with no deadline pending, lastcall sleeps until something
 //! arrives.
 //!
-//! May import: config, error, health, logging, machine, metrics, notify, oom, personality,
+//! May import: cli (`child_environment`), config, error, health, logging, machine, metrics, notify, oom, personality,
 //! procfs, ready_file, reap, signals, sys, launch, inner_lastcall, user.
 
-use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
 use nix::sys::signal::SigSet;
 use nix::unistd::{getpid, Pid};
 
+use crate::cli;
 use crate::config::{Config, Subreaper};
 use crate::error::{Error, OneLine};
 use crate::health::Health;
@@ -181,7 +181,8 @@ struct Launched {
 #[inline(always)]
 fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64) -> Result<Launched, Error> {
     let Prepared { credentials, mut ready_file, health, notify } = prepared;
-    let env = app_env(config, notify.as_ref(), credentials.as_ref(), clock_zero_ns);
+    let runtime = cli::Runtime { notify_socket: notify.as_ref().map(NotifyRelay::child_socket_name), credentials: credentials.as_ref(), clock_zero_ns };
+    let env = cli::child_environment(config, runtime);
     let detach = match (config.setsid, config.single_child && !config.own_group_for_single_child) {
         (true, _) => Detach::Session,
         (false, true) => Detach::Inherit,
@@ -213,7 +214,7 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
         scripts_through_sh: config.scripts_through_sh,
         pid_variables: &config.inherited.pid_variables,
     };
-    let started = launch::spawn(&launch)?;
+    let started = launch::spawn(launch)?;
     // The app has its directory: an fd held on it would keep the mount busy.
     if config.leaves_cwd && cwd.is_none() {
         launch::leave_cwd_late();
@@ -232,28 +233,6 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
     // kill within these microseconds would be in the baseline, and go unnamed).
     let oom = OomCounter::open();
     Ok(Launched { started, ready_file, health, notify, oom })
-}
-
-/// The variables lastcall sets (or replaces) in the app's environment.
-#[inline(always)]
-fn app_env(config: &Config, notify: Option<&NotifyRelay>, credentials: Option<&user::Credentials>, clock_zero_ns: u64) -> Vec<(String, OsString)> {
-    // 0 means none (for the grace: never SIGKILL), so a duration under a millisecond reads 1.
-    let millis = |d: Duration| OsString::from(d.as_millis().max(u128::from(!d.is_zero())).to_string());
-    let mut env = vec![];
-    if !config.nested && config.deadlines_in_env {
-        env.push(("LASTCALL_PRE_STOP_MS".to_string(), millis(config.pre_stop)));
-        env.push(("LASTCALL_GRACE_MS".to_string(), millis(config.grace.unwrap_or_default())));
-        env.push(("LASTCALL_CLOCK_ZERO_NS".to_string(), clock_zero_ns.to_string().into()));
-    }
-    if let Some(relay) = notify {
-        env.push(("NOTIFY_SOCKET".into(), relay.child_socket_name().into()));
-    }
-    if let Some(c) = credentials {
-        env.extend(c.env(|name| config.inherited.user_names_set.contains(&name)));
-    }
-    // Empty unless stepping aside: the outer's flags, as the inner one's variables.
-    env.extend(config.flags.iter().filter(|_| config.nested).map(|(name, value)| (name.to_string(), OsString::from(value))));
-    env
 }
 
 /// Runs the loop until the app is gone, and says how lastcall ends.
