@@ -301,9 +301,10 @@ impl Quick {
 }
 
 /// What `--rewrite` makes of `received`, or `default` when no rule names it; `None` when a rule
-/// drops it (TO = 0).
+/// drops it (TO = 0). Of two rules for one signal the later wins, as dumb-init's table keeps the
+/// last `-r` (and as a later flag overrides an earlier one).
 pub fn rewritten_or(rewrite: &[(Sig, Sig)], received: Sig, default: Sig) -> Option<Sig> {
-    match rewrite.iter().find(|(from, _)| *from == received) {
+    match rewrite.iter().rev().find(|(from, _)| *from == received) {
         Some(&(_, Sig(0))) => None,
         Some(&(_, to)) => Some(to),
         None => Some(default),
@@ -386,6 +387,15 @@ mod tests {
         assert_eq!(routes.of(Sig(libc::SIGUSR2)), Route::Forward(Sig(libc::SIGUSR2)));
         assert_eq!(rewritten_or(&rewrite, Sig::TERM, Sig::TERM), Some(Sig::QUIT));
         assert_eq!(rewritten_or(&rewrite, Sig::INT, Sig::STOP), Some(Sig::STOP));
+    }
+
+    #[test]
+    fn of_two_rules_for_one_signal_the_later_wins() {
+        let usr1 = Sig(libc::SIGUSR1);
+        let rewrite = [(usr1, Sig(libc::SIGUSR2)), (usr1, usr1), (Sig::TERM, Sig::QUIT), (Sig::TERM, Sig(0))];
+        assert_eq!(rewritten_or(&rewrite, usr1, usr1), Some(usr1));
+        assert_eq!(Routes::new(None, &rewrite).of(usr1), Route::Forward(usr1));
+        assert_eq!(rewritten_or(&rewrite, Sig::TERM, Sig::TERM), None, "dropped by the later rule");
     }
 
     #[test]
