@@ -607,3 +607,35 @@ fn the_parent_death_signal_reaches_lastcall() {
     parent.wait().unwrap();
     wait_until(10 * SEC, "lastcall to exit on its parent's death", || (!alive(lastcall)).then_some(()));
 }
+
+/// The app's own STOPPING=1 (it stops serving of its own accord, no signal asked it to) withdraws
+/// readiness at once, while the app still runs: the ready file goes and systemd hears it; a TERM
+/// after it stops the app as usual, without a second STOPPING=1 of lastcall's.
+#[test]
+fn the_apps_own_stopping_withdraws_readiness() {
+    let dir = scratch("notify-app-stopping");
+    let socket_path = dir.join("systemd.sock");
+    let systemd = UnixDatagram::bind(&socket_path).unwrap();
+    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let ready = dir.join("ready");
+    let ready_arg = ready.display().to_string();
+    let app = "systemd-notify --ready && systemd-notify STOPPING=1 && exec sleep 30";
+    let mut spec = Spec::new(Mode::Plain, &dir, &["--ready-file", &ready_arg, "--grace", "5s"]).env("NOTIFY_SOCKET", &socket_path.display().to_string());
+    spec.args.extend(["--", "sh", "-c", app].map(String::from));
+    let mut run = spec.start();
+    let _tree = KillTree(run.pid);
+    let mut buf = [0u8; 4096];
+    let mut received = vec![];
+    while !received.iter().any(|m: &String| m.contains("EXTEND_TIMEOUT_USEC")) {
+        let n = systemd.recv(&mut buf).unwrap_or_else(|e| panic!("{e}: {received:?}\n{}", run.stderr()));
+        received.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert_eq!(received.len(), 3, "READY=1, the app's STOPPING=1, then lastcall's: {received:?}");
+    assert!(received[0].contains("READY=1") && received[1].contains("STOPPING=1"), "{received:?}");
+    wait_until(10 * SEC, "the ready file to go", || (!ready.exists()).then_some(()));
+    assert!(!run.try_exited(), "the app still runs: {}", run.stderr());
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait(10 * SEC), 143, "{}", run.stderr());
+    systemd.set_nonblocking(true).unwrap();
+    assert!(systemd.recv(&mut buf).is_err(), "a second STOPPING=1: {:?}", String::from_utf8_lossy(&buf));
+}

@@ -29,6 +29,8 @@
 //! | Draining   | main exited, others, `-c`       | Draining (same)     | SignalAll(stop(TERM))        |
 //! | Killing    | a reap, others                  | Killing(kill wait⁴) | SignalAll(KILL) (re-parented)|
 //! | any live   | a reap, none left, main exited  | Exited              | Exit(main's code)            |
+//! | any live   | app says STOPPING=1             | (same)              | Unready³                     |
+//! | any live   | app says READY=1                | (same)              | -                            |
 //! | any live   | main exited, on exit: Exit      | Exited              | Unready³, Exit(main's code)  |
 //! | any live   | main exited, on exit: ForwardTermAndExit | Exited     | Unready³, Forward(stop(TERM)), Exit(main's code) |
 //! | Exited     | anything                        | Exited              | -                            |
@@ -254,6 +256,17 @@ pub enum Event {
     /// One or more children were reaped. `main` is how the main child ended if it was among
     /// them; `children_left` whether lastcall still has any child afterwards.
     Reaped { main: Option<Status>, children_left: bool },
+    /// The app told the service manager something, through lastcall's notify relay.
+    AppSays(Notice),
+}
+
+/// What the app says through the notify relay that the shutdown hears of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// READY=1. Readiness is lastcall's from the start; nothing changes.
+    Ready,
+    /// STOPPING=1: the app is stopping of its own accord, so it is ready no longer.
+    Stopping,
 }
 
 /// Timeline entries the supervisor logs; the rest of the timeline is read off the actions.
@@ -291,6 +304,18 @@ impl Actions {
         let mut out = Actions { items: [Action::Exit(0); 4], len: 0 };
         for &action in actions.iter().flatten() {
             out.items[out.len] = action;
+            out.len += 1;
+        }
+        out
+    }
+}
+
+impl Actions {
+    /// These actions less every `action`.
+    fn without(&self, action: Action) -> Actions {
+        let mut out = Actions { items: [Action::Exit(0); 4], len: 0 };
+        for &a in self.iter().filter(|&&a| a != action) {
+            out.items[out.len] = a;
             out.len += 1;
         }
         out
@@ -388,6 +413,11 @@ pub fn step(mut state: State, event: Event, now: Instant, policy: &Policy) -> (S
             Running | Exited => (state.phase, Actions::of(&[])),
         },
 
+        // The app's own word: it stops serving, so readiness goes, whatever the phase; only
+        // the app's exit or a signal ends it.
+        Event::AppSays(Notice::Stopping) => (state.phase, Actions::of(&[(!state.history.unready).then_some(Unready)])),
+        Event::AppSays(Notice::Ready) => (state.phase, Actions::of(&[])),
+
         Event::Reaped { main, children_left } => {
             let main_just_exited = main.is_some() && state.main.is_none();
             state.main = state.main.or(main);
@@ -428,6 +458,8 @@ pub fn step(mut state: State, event: Event, now: Instant, policy: &Policy) -> (S
             }
         }
     };
+    // Unready goes out once, whatever row asks for it again (the app may have said STOPPING=1).
+    let actions = if state.history.unready { actions.without(Unready) } else { actions };
     (state.with(phase).record(&actions, state.phase, now), actions)
 }
 

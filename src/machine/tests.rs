@@ -452,7 +452,8 @@ fn random_event_sequences_keep_the_promises() {
 }
 
 fn random_event(rng: &mut Rng, state: State, now: Instant, main_alive: bool) -> Event {
-    match rng.below(3) {
+    match rng.below(4) {
+        3 => Event::AppSays([Notice::Ready, Notice::Stopping][rng.below(2) as usize]),
         0 => Event::Termination([Sig::TERM, Sig::INT, Sig::QUIT][rng.below(3) as usize]),
         1 if state.deadline().is_some_and(|d| now >= d) => Event::Deadline,
         _ => {
@@ -616,10 +617,11 @@ fn exploration_policies() -> Vec<Policy> {
 }
 
 /// The events that may come in `state` at `now`, each with the time it comes at: the
-/// termination signals, the main child's exit (by code and by signal, with others left or
+/// termination signals, the app's READY=1 and STOPPING=1, the main child's exit (by code and by signal, with others left or
 /// not), orphans' exits, and the deadline on time, late and early (which must change nothing).
 fn possible_events(state: State, now: Instant, main_alive: bool) -> Vec<(Event, Instant)> {
     let mut events: Vec<(Event, Instant)> = [Sig::TERM, Sig::INT, Sig::QUIT].map(|s| (Event::Termination(s), now)).to_vec();
+    events.extend([Notice::Ready, Notice::Stopping].map(|n| (Event::AppSays(n), now)));
     if let Some(due) = state.deadline() {
         let early = due.checked_sub(Duration::from_millis(1)).filter(|t| *t >= now).unwrap_or(now);
         events.extend([(Event::Deadline, due.max(now)), (Event::Deadline, due.max(now) + S), (Event::Deadline, early)]);
@@ -690,4 +692,29 @@ fn every_sequence_of_eight_events_keeps_the_promises() {
     }
     eprintln!("explored {states} states and {transitions} transitions");
     assert!(states > 10_000, "only {states} states");
+}
+
+#[test]
+fn the_apps_stopping_withdraws_readiness_once_and_changes_nothing_else() {
+    let t0 = Instant::now();
+    let stopping = Event::AppSays(Notice::Stopping);
+    let (s, a) = step(State::START, stopping, t0, &policy(5, 10));
+    assert_eq!((s.phase, a), (Running, Actions::of(&[Some(Unready)])));
+    assert!(s.history.unready);
+    assert_eq!(step(s, stopping, t0, &policy(5, 10)), (s, Actions::of(&[])), "once");
+    // A TERM after it starts the shutdown as usual, without a second Unready.
+    let (s, a) = step(s, Event::Termination(Sig::TERM), t0, &policy(5, 10));
+    assert!(matches!(s.phase, PreStop { .. }) && !a.contains(&Unready), "{s:?} {a:?}");
+    // With --unready-on stop, the app's word ends readiness within the pre-stop too.
+    let hold = Policy { unready_on: UnreadyOn::Stop, ..policy(5, 10) };
+    let (pre_stop, a) = step(State::START, Event::Termination(Sig::TERM), t0, &hold);
+    assert!(!a.contains(&Unready));
+    let (s, a) = step(pre_stop, stopping, t0 + S, &hold);
+    assert_eq!((s.phase, a), (pre_stop.phase, Actions::of(&[Some(Unready)])));
+    let (_, a) = step(s, Event::Deadline, t0 + S * 5, &hold);
+    assert!(!a.contains(&Unready) && a.contains(&Forward(Sig::TERM)), "{a:?}");
+    // READY=1 changes nothing anywhere.
+    for state in [State::START, pre_stop, s] {
+        assert_eq!(step(state, Event::AppSays(Notice::Ready), t0, &hold), (state, Actions::of(&[])));
+    }
 }

@@ -55,6 +55,8 @@ pub struct NotifyRelay {
     first_pass: bool,
     /// Who may speak for the service.
     trust: Trust,
+    /// A relayed message said STOPPING=1 (`take_stopping`).
+    stopping: bool,
     /// Buffers kept from one wake-up to the next: the loop allocates nothing per message. Empty
     /// until the first message.
     message: Vec<u8>,
@@ -106,6 +108,7 @@ impl NotifyRelay {
             dir,
             first_pass: true,
             trust: Trust::new(),
+            stopping: false,
             message: Vec::new(),
             filtered: Vec::new(),
             control: Vec::new(),
@@ -180,6 +183,7 @@ impl NotifyRelay {
                 continue;
             }
             filter_into(&self.message[..len], &mut self.filtered);
+            self.stopping |= self.filtered.split(|&b| b == b'\n').any(|line| line == b"STOPPING=1");
             if !self.filtered.is_empty() {
                 let message = std::mem::take(&mut self.filtered);
                 self.relayed_total += 1;
@@ -188,6 +192,11 @@ impl NotifyRelay {
             }
         }
         true
+    }
+
+    /// Whether a message relayed since the last call said STOPPING=1: the app stops serving.
+    pub fn take_stopping(&mut self) -> bool {
+        std::mem::take(&mut self.stopping)
     }
 
     /// Passes on what the main child, just reaped as `main`, sent before it exited, with what

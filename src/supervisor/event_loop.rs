@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 
 use crate::health;
 use crate::logging;
-use crate::machine::{self, Action, Event, Note, Phase};
+use crate::machine::{self, Action, Event, Note, Notice, Phase};
 use crate::metrics::{self, Snapshot};
 use crate::oom;
 use crate::signals::{self, Route, Sig};
@@ -240,6 +240,10 @@ impl Supervisor {
         let mut more = false;
         if let Some(n) = &mut self.notify {
             more |= n.relay();
+            if n.take_stopping() {
+                // Readiness goes, and nothing more: this row never ends the loop.
+                let _ = self.handle(Event::AppSays(Notice::Stopping), now);
+            }
         }
         if self.health.is_some() {
             self.drain_quick_counts();
@@ -329,6 +333,9 @@ impl Supervisor {
             // the socket's signal): read now, while its pid still vouches for it.
             if let Some(n) = &mut self.notify {
                 n.relay_last_words(self.child.as_raw());
+                if n.take_stopping() {
+                    let _ = self.handle(Event::AppSays(Notice::Stopping), Instant::now());
+                }
             }
             // The short way sends to the app's group or pidfd without asking whether it is
             // still the app's: from now on every signal goes the long way (`app`).
