@@ -587,6 +587,29 @@ mod tests {
         assert_eq!(DUMB_INIT.exits().start_failure_exit(2, true, &[2]), 2);
     }
 
+    /// Every way the app can end (or not be reaped), PID 1 or not, with `-e` naming its code or
+    /// not, under every name: the machine's code (the app's, 128+N, or 137) becomes the table's
+    /// ending.
+    #[test]
+    fn every_end_pid1_or_not_ends_as_the_table_says() {
+        let ends = (0..=255).map(Status::Exited).chain((1..=64).map(|n| Status::Signaled(Sig(n), false))).map(Some).chain([None]);
+        for end in ends {
+            let code = end.map_or(crate::machine::KILLED_CODE, Status::code);
+            for (p, reraises) in [(&LASTCALL, true), (&TINI, false), (&DUMB_INIT, false)] {
+                for pid1 in [false, true] {
+                    for remap in [vec![], vec![code], vec![code.wrapping_add(1)]] {
+                        let expected = match end {
+                            Some(_) if remap.contains(&code) => Ending::Code(0),
+                            Some(Status::Signaled(sig, _)) if !pid1 && reraises => Ending::Signal(sig),
+                            _ => Ending::Code(code),
+                        };
+                        assert_eq!(p.exits().ending(code, end, pid1, &remap), expected, "{} {end:?} pid1 {pid1} -e {remap:?}", p.names[0]);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn signals_in_flags_as_each_peer_reads_them() {
         assert!(LASTCALL.flag_signals.accepts("RTMIN+1:0"));
