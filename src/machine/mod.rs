@@ -368,6 +368,11 @@ pub fn step(mut state: State, event: Event, now: Instant, policy: &Policy) -> (S
     let forward = |sig: Option<Sig>| sig.map(Forward);
     let signal_all = |sig: Option<Sig>| sig.map(SignalAll);
     let received = |sig| Timeline(Note::Received(sig));
+    // In Killing, a death: SIGKILL again for what it left, and the kill wait moves on, within
+    // its end.
+    let kill_again = |end: Instant| {
+        (Killing { until: later(now, policy.kill_wait).min(end).max(now), end }, Actions::of(&[Some(SignalAll(Sig::KILL))]))
+    };
     let (phase, actions): (Phase, Actions) = match event {
         Event::Termination(sig) => match state.phase {
             Running if policy.pre_stop > Duration::ZERO => (
@@ -425,12 +430,11 @@ pub fn step(mut state: State, event: Event, now: Instant, policy: &Policy) -> (S
                 // The peers' rows come before every other for this event.
                 _ if main_just_exited && policy.on_main_exit != OnMainExit::StopTheRest => {
                     let term = (policy.on_main_exit == OnMainExit::ForwardTermAndExit).then(|| policy.stop(Sig::TERM)).flatten();
-                    let unready = (!state.history.unready).then_some(Unready);
-                    (Exited, Actions::of(&[unready, forward(term), Some(Exit(state.exit_code()))]))
+                    (Exited, Actions::of(&[Some(Unready), forward(term), Some(Exit(state.exit_code()))]))
                 }
                 (Some(_), false) => (Exited, Actions::of(&[Some(Exit(state.exit_code()))])),
                 (None, _) => match state.phase {
-                    Killing { end, .. } => (Killing { until: later(now, policy.kill_wait).min(end).max(now), end }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { end, .. } => kill_again(end),
                     _ => (state.phase, Actions::of(&[])),
                 },
                 (Some(_), true) => match state.phase {
@@ -452,7 +456,7 @@ pub fn step(mut state: State, event: Event, now: Instant, policy: &Policy) -> (S
                     Draining { .. } if main_just_exited => {
                         (state.phase, Actions::of(&[policy.stop(Sig::TERM).map(SignalOthers)]))
                     }
-                    Killing { end, .. } => (Killing { until: later(now, policy.kill_wait).min(end).max(now), end }, Actions::of(&[Some(SignalAll(Sig::KILL))])),
+                    Killing { end, .. } => kill_again(end),
                     _ => (state.phase, Actions::of(&[])),
                 },
             }

@@ -240,11 +240,8 @@ impl Supervisor {
         let mut more = false;
         if let Some(n) = &mut self.notify {
             more |= n.relay();
-            if n.take_stopping() {
-                // Readiness goes, and nothing more: this row never ends the loop.
-                let _ = self.handle(Event::AppSays(Notice::Stopping), now);
-            }
         }
+        self.hear_the_app(now);
         if self.health.is_some() {
             self.drain_quick_counts();
         }
@@ -266,6 +263,15 @@ impl Supervisor {
         };
         more |= h.service(health::Status { ready: self.ready }, &metrics, now);
         (h.next_deadline(), more)
+    }
+
+    /// What the relay heard the app say that the shutdown hears of: its STOPPING=1 withdraws
+    /// readiness, a row that never ends the loop.
+    #[cold]
+    fn hear_the_app(&mut self, now: Instant) {
+        if self.notify.as_mut().is_some_and(|n| n.take_stopping()) {
+            let _ = self.handle(Event::AppSays(Notice::Stopping), now);
+        }
     }
 
     /// Takes the socket signals that queued up since the last pass, before the next one, which
@@ -333,9 +339,7 @@ impl Supervisor {
             // the socket's signal): read now, while its pid still vouches for it.
             if let Some(n) = &mut self.notify {
                 n.relay_last_words(self.child.as_raw());
-                if n.take_stopping() {
-                    let _ = self.handle(Event::AppSays(Notice::Stopping), Instant::now());
-                }
+                self.hear_the_app(Instant::now());
             }
             // The short way sends to the app's group or pidfd without asking whether it is
             // still the app's: from now on every signal goes the long way (`app`).
