@@ -15,6 +15,10 @@
 # too, so that every process has taken what the init sent it before the next is sent.
 import json, os, shlex, signal, subprocess, sys, time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+from proc_tree import children, descendants, state_letter  # noqa: E402
+
 scenario = json.load(open(sys.argv[1]))
 run = os.path.abspath(sys.argv[2])
 LIMIT = float(os.environ.get("DIFFERENTIAL_LIMIT", "20"))
@@ -27,22 +31,25 @@ pid1 = scenario["pid1"]
 tree = scenario["tree"]
 
 app = [log, tree, scenario["on_term"], scenario["ending"][0], str(scenario["ending"][1])]
+
+
+def script(name, first_line, mode):
+    """A script in the run's directory that runs the app, with `first_line` above the exec."""
+    path = os.path.join(run, name)
+    with open(path, "w") as f:
+        f.write(f'{first_line}exec python3 -S {shlex.quote(APP)} "$@"\n')
+    os.chmod(path, mode)
+    return [path] + app
+
+
 if scenario["command"] == "app":
     command = ["python3", "-S", APP] + app
 elif scenario["command"] == "script":
     # No "#!": the kernel answers ENOEXEC.
-    script = os.path.join(run, "app-script")
-    with open(script, "w") as f:
-        f.write(f'exec python3 -S {shlex.quote(APP)} "$@"\n')
-    os.chmod(script, 0o755)
-    command = [script] + app
+    command = script("app-script", "", 0o755)
 elif scenario["command"] == "noexec":
     # A script without the execute bit: EACCES.
-    script = os.path.join(run, "not-executable")
-    with open(script, "w") as f:
-        f.write(f'#!/bin/sh\nexec python3 -S {shlex.quote(APP)} "$@"\n')
-    os.chmod(script, 0o644)
-    command = [script] + app
+    command = script("not-executable", "#!/bin/sh\n", 0o644)
 else:
     command = [os.path.join(run, "missing")] + app
 roles = [] if scenario["command"] in ("missing", "noexec") else ["child"] + ([tree] if tree in ("grandchild", "daemon") else [])
@@ -92,38 +99,12 @@ def wait_for(check, what):
     return True
 
 
-def children(pid):
-    kids = []
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            kids += [int(k) for k in open(f"/proc/{pid}/task/{t}/children").read().split()]
-    except OSError:
-        pass
-    return kids
-
-
-def descendants():
-    found, todo = [], children(os.getpid())
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children(pid)
-    return found
-
-
-def proc_state(pid):
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "gone"
-
-
 def stopped(pid):
-    return proc_state(pid) in ("T", "t")
+    return state_letter(pid) in ("T", "t")
 
 
 def alive(pid):
-    return pid is not None and proc_state(pid) not in ("Z", "X", "gone")
+    return pid is not None and state_letter(pid) not in ("Z", "X", "gone")
 
 
 def nspid(pid):
@@ -269,7 +250,7 @@ for p in descendants():
         comm = open(f"/proc/{p}/comm").read().strip()
     except OSError:
         continue
-    left.append(f"{role or comm} {'T' if proc_state(p) in ('T', 't') else 'S'}")
+    left.append(f"{role or comm} {'T' if state_letter(p) in ('T', 't') else 'S'}")
 # After a SIGKILL to an init that did not end, what is left raced that kill.
 outcome["left"] = "killed" if forced else sorted(left)
 for r in roles:
