@@ -14,17 +14,32 @@ use log::{debug, warn};
 
 use crate::sys;
 
+/// Our socket, bound in a private directory (`bind_private`).
+pub(super) struct Private {
+    pub socket: UnixDatagram,
+    pub dir: PathBuf,
+    pub lock: Locked,
+    /// Whether the base held a directory before ours, which may be a dead lastcall's: only then
+    /// is it worth listing (`sweep_stale`). A directory's link count is 2 plus its
+    /// subdirectories on the filesystems that count them (tmpfs, ext4, xfs) and 1 on those that
+    /// do not (btrfs, a merged overlayfs directory), and what a dead lastcall leaves is a
+    /// directory: a count of exactly 2 says there is nothing to sweep.
+    pub neighbours: bool,
+}
+
 /// Binds our socket in a new directory only lastcall's user can enter, in the first base of
 /// `bases` that takes it. mkdir never follows a symlink and fails on any name that exists, so a
 /// name planted in advance cannot be taken over. The directory is locked (flock) before the
 /// socket is bound in it, and stays locked until lastcall is gone, however it goes: that is how
 /// `sweep_stale` tells a dead one's.
-pub(super) fn bind_private(tag: &str, runtime_directory: Option<&Path>) -> Option<(UnixDatagram, PathBuf, Locked)> {
+pub(super) fn bind_private(tag: &str, runtime_directory: Option<&Path>) -> Option<Private> {
+    use std::os::unix::fs::MetadataExt;
     let mut tried: Vec<PathBuf> = Vec::new();
     for base in bases(runtime_directory) {
         if !base.is_absolute() || tried.contains(&base) {
             continue;
         }
+        let links = fs::symlink_metadata(&base).map_or(0, |m| m.nlink());
         let dir = base.join(format!("{STALE_PREFIX}{tag}"));
         tried.push(base);
         if fs::DirBuilder::new().mode(0o700).create(&dir).is_err() {
@@ -35,7 +50,7 @@ pub(super) fn bind_private(tag: &str, runtime_directory: Option<&Path>) -> Optio
             continue;
         };
         match UnixDatagram::bind(dir.join("notify")) {
-            Ok(socket) => return Some((socket, dir, lock)),
+            Ok(socket) => return Some(Private { socket, dir, lock, neighbours: links != 2 }),
             // A path too long for a socket address, say: try the next place.
             Err(_) => {
                 let _ = fs::remove_dir(&dir);
@@ -57,9 +72,9 @@ fn bases(runtime_directory: Option<&Path>) -> impl Iterator<Item = PathBuf> {
     runtime.into_iter().chain(in_memory).chain([PathBuf::from("/run"), std::env::temp_dir()])
 }
 
-/// Whether `base` is a tmpfs directory that others cannot write, or can only with the sticky
-/// bit (as /dev/shm is: 1777), so that no one but its owner and root can rename or remove a
-/// name lastcall makes there, as in /tmp.
+/// Whether `base` is a tmpfs directory that others cannot write, or can only with the
+/// sticky bit (as /dev/shm is: 1777), so that no one but its owner and root can rename or
+/// remove a name lastcall makes there, as in /tmp.
 fn fenced_tmpfs(base: &Path) -> bool {
     use nix::sys::statfs::{statfs, TMPFS_MAGIC};
     use std::os::unix::fs::MetadataExt;
@@ -158,6 +173,36 @@ pub(super) fn sweep_stale(base: &Path, own: Option<&std::ffi::OsStr>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The base is listed for a dead lastcall's directory only when it holds a directory
+    /// besides ours: a file or a socket there is no reason to.
+    #[test]
+    fn a_base_is_swept_only_when_it_holds_another_directory() {
+        let base = std::env::temp_dir().join(format!("lastcall-fence-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir(&base).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        if fs::symlink_metadata(&base).unwrap().nlink() != 2 {
+            fs::remove_dir(&base).unwrap();
+            eprintln!("skipped: the temporary directory's filesystem does not count subdirectories");
+            return;
+        }
+        let bind = |tag: &str| {
+            let private = bind_private(tag, Some(&base)).expect("a private directory in the test's base");
+            assert!(private.dir.starts_with(&base));
+            private
+        };
+        fs::write(base.join("a-file"), b"").unwrap();
+        let first = bind("0000000000000001");
+        assert!(!first.neighbours, "nothing but a file was there");
+        let second = bind("0000000000000002");
+        assert!(second.neighbours, "the first one's directory was there");
+        for private in [first, second] {
+            fs::remove_file(private.dir.join("notify")).unwrap();
+            fs::remove_dir(&private.dir).unwrap();
+        }
+        fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn tags_are_16_hex_digits() {

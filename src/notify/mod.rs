@@ -31,7 +31,7 @@ use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFla
 
 use crate::logging::{Event, Repeated};
 use crate::sys;
-use fence::{bind_private, hex_tag, open_to_the_app, sweep_stale, Locked};
+use fence::{bind_private, hex_tag, open_to_the_app, sweep_stale, Locked, Private};
 use trust::Trust;
 
 /// The largest datagram relayed; systemd's own limit is smaller.
@@ -49,10 +49,11 @@ pub struct NotifyRelay {
     /// The private directory holding our socket, removed on exit, and held open with an
     /// exclusive flock for as long as lastcall lives: see `sweep_stale`.
     dir: Option<(PathBuf, Locked)>,
-    /// Whether the sweep of the directory's base is still to do. Only the socket must be there
-    /// before the app runs: the sweep waits for the first pass (`settle`), the buffers below for
-    /// the first message (`allocate`).
-    first_pass: bool,
+    /// Whether the sweep of the directory's base is still to do: only if the base held another
+    /// directory (`Private::neighbours`). Only the socket must be there before the app runs:
+    /// the sweep waits for the first pass (`settle`), the buffers below for the first message
+    /// (`allocate`).
+    sweep: bool,
     /// Who may speak for the service.
     trust: Trust,
     /// A relayed message said STOPPING=1 (`take_stopping`).
@@ -83,20 +84,20 @@ impl NotifyRelay {
             }
         };
         let tag = hex_tag(sys::random_u64()?);
-        let (socket, name, dir) = match bind_private(&tag, runtime_directory) {
-            Some((socket, dir, lock)) => {
+        let (socket, name, dir, sweep) = match bind_private(&tag, runtime_directory) {
+            Some(Private { socket, dir, lock, neighbours }) => {
                 if let Some((uid, gid)) = app {
                     open_to_the_app(&dir, uid, gid);
                 }
                 let name = dir.join("notify").display().to_string();
-                (socket, name, Some((dir, lock)))
+                (socket, name, Some((dir, lock)), neighbours)
             }
             // A read-only system with no writable /run, /dev/shm or /tmp: the credential check is still
             // there, the directory's fence is not.
             None => {
                 let name = format!("lastcall/notify/{tag}");
                 warn!("no private directory for the notify socket; using the abstract @{name}");
-                (UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name)?)?, format!("@{name}"), None)
+                (UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name)?)?, format!("@{name}"), None, false)
             }
         };
         socket.set_nonblocking(true)?;
@@ -106,7 +107,7 @@ impl NotifyRelay {
             upstream,
             name,
             dir,
-            first_pass: true,
+            sweep,
             trust: Trust::new(),
             stopping: false,
             message: Vec::new(),
@@ -130,8 +131,8 @@ impl NotifyRelay {
     /// Passes on the messages waiting on our socket that come from the service's processes, at
     /// most `BATCH` of them. True when that many were read: there may be more.
     pub fn relay(&mut self) -> bool {
-        if self.first_pass {
-            self.first_pass = false;
+        if self.sweep {
+            self.sweep = false;
             self.settle();
         }
         if self.message.is_empty() {
