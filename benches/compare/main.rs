@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use contenders::{build_static, contenders, dist_binary, health_port, Init, NO_REAPING};
+use contenders::{build_static, contenders, dist_binary, health_port, with_full_env, Init, NO_REAPING};
 use probes::{
     grace_lateness, init_pid, instructions_per_health_request, instructions_per_orphan, instructions_per_signal, kill, monotonic_ns,
     pin_self, status_field, valgrind_works, TryCloneFd,
@@ -120,12 +120,19 @@ fn main() {
         c
     };
     let starting = taking("startup");
+    // A new order every round, `true` alone included: a spawn right after another of the same
+    // binary finds its pages warm, and in a fixed rotation each lastcall set-up but the first
+    // always followed another lastcall, and each peer a binary of its own.
     for round in 0..runs {
-        let t = Instant::now();
-        quiet(Command::new(&fixture)).status().unwrap();
-        alone.push(t.elapsed().as_secs_f64() * 1e6);
-        for k in 0..starting.len() {
-            let i = starting[(k + round) % starting.len()];
+        for k in turn_order(starting.len() + 1, round) {
+            let Some(&i) = starting.get(k) else {
+                let t = Instant::now();
+                let mut true_alone = Command::new(&fixture);
+                with_full_env(&mut true_alone);
+                quiet(true_alone).status().unwrap();
+                alone.push(t.elapsed().as_secs_f64() * 1e6);
+                continue;
+            };
             let t = Instant::now();
             let status = quiet(inits[i].command(&fixture, &["true"])).status().unwrap();
             with[i].push(t.elapsed().as_secs_f64() * 1e6);
