@@ -39,35 +39,6 @@ struct Contender {
     peer: bool,
 }
 
-/// The binary as it ships: `cargo test` builds lastcall without optimisation, whose counts say
-/// nothing of the release's, so unless this test is itself built optimised (`cargo test
-/// --release`), the release profile is built here, into a target directory of its own (the
-/// outer cargo holds the lock on its own).
-fn release_binary() -> String {
-    if !cfg!(debug_assertions) {
-        return env!("CARGO_BIN_EXE_lastcall").into();
-    }
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("instructions-release");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--release", "--bin", "lastcall", "--message-format=short", "--target-dir"])
-        .arg(&dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::null())
-        .status()
-        .expect("cargo");
-    assert!(status.success(), "cargo build --release: {status}");
-    // The host's target, as .cargo/host.toml names it, or none.
-    let found = fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("release/lastcall"))
-        .chain([dir.join("release/lastcall")])
-        .filter(|p| p.exists())
-        .max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok());
-    found.expect("the release binary").display().to_string()
-}
-
 /// The user of the `--user` set-up: nobody, as the passwd file names it, else its usual ids.
 fn app_user() -> String {
     let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
@@ -85,7 +56,7 @@ fn contenders(scratch: &Path) -> Vec<Contender> {
     // whose work would then depend on whatever else runs on the machine.
     let runtime = scratch.join("run");
     fs::create_dir_all(&runtime).unwrap();
-    let binary = release_binary();
+    let binary = common::release_binary();
     let lastcall = |name: &str, args: &[&str], env: Vec<(String, String)>| Contender {
         name: name.into(),
         path: binary.clone(),
@@ -271,7 +242,7 @@ fn lastcall_runs_fewer_instructions_per_signal_and_per_orphan_than_any_peer_and_
 /// every container by `--init-path` costs its size in each one's page cache.
 #[test]
 fn the_release_build_is_no_bigger_than_the_smallest_static_peer() {
-    let ours = fs::metadata(release_binary()).unwrap().len();
+    let ours = fs::metadata(common::release_binary()).unwrap().len();
     let peers: Vec<(u64, &str)> = ["/usr/bin/catatonit", "/usr/bin/tini-static"]
         .into_iter()
         .map(|path| (fs::metadata(path).unwrap_or_else(|e| panic!("{path}: {e}: run scripts/setup-test-machine")).len(), path))

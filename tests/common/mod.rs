@@ -72,3 +72,32 @@ pub fn outside_cargo(cmd: &mut std::process::Command) -> &mut std::process::Comm
     }
     cmd
 }
+
+/// The binary as it ships: `cargo test` builds lastcall without optimisation, whose counts say
+/// nothing of the release's, so unless this test is itself built optimised (`cargo test
+/// --release`), the release profile is built here, into a target directory of its own (the
+/// outer cargo holds the lock on its own).
+pub fn release_binary() -> String {
+    if !cfg!(debug_assertions) {
+        return env!("CARGO_BIN_EXE_lastcall").into();
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("instructions-release");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "--bin", "lastcall", "--message-format=short", "--target-dir"])
+        .arg(&dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("cargo");
+    assert!(status.success(), "cargo build --release: {status}");
+    // The host's target, as .cargo/host.toml names it, or none.
+    let found = fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("release/lastcall"))
+        .chain([dir.join("release/lastcall")])
+        .filter(|p| p.exists())
+        .max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok());
+    found.expect("the release binary").display().to_string()
+}
