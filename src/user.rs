@@ -167,35 +167,65 @@ impl<'a> GroupEntry<'a> {
 
 /// The well-formed entries of a passwd file: `name:password:uid:gid:gecos:home:shell`.
 pub fn parse_passwd(text: &[u8]) -> impl Iterator<Item = PasswdEntry<'_>> + '_ {
-    lines(text).filter_map(|line| {
-        // Seven fields exactly: the scan stops at the eighth, however many colons follow.
-        let mut f = line.split(':');
-        let [name, _, uid, gid, _, home, _] = [f.next()?, f.next()?, f.next()?, f.next()?, f.next()?, f.next()?, f.next()?];
-        if f.next().is_some() || !valid_name(name) {
-            return None;
-        }
-        Some(PasswdEntry { name, uid: parse_id(uid)?, gid: parse_id(gid)?, home })
-    })
+    lines(text).filter_map(decoded).filter_map(passwd_entry)
+}
+
+/// The first passwd entry named `name`: `parse_passwd(text).find(..)`, with only the lines
+/// that begin `name:` decoded and parsed.
+fn passwd_named<'a>(text: &'a [u8], name: &str) -> Option<PasswdEntry<'a>> {
+    lines(text).filter(|line| begins_with_field(line, name)).filter_map(decoded).filter_map(passwd_entry).find(|e| e.name == name)
+}
+
+fn passwd_entry(line: &str) -> Option<PasswdEntry<'_>> {
+    // Seven fields exactly: the scan stops at the eighth, however many colons follow.
+    let mut f = line.split(':');
+    let [name, _, uid, gid, _, home, _] = [f.next()?, f.next()?, f.next()?, f.next()?, f.next()?, f.next()?, f.next()?];
+    if f.next().is_some() || !valid_name(name) {
+        return None;
+    }
+    Some(PasswdEntry { name, uid: parse_id(uid)?, gid: parse_id(gid)?, home })
 }
 
 /// The well-formed entries of a group file: `name:password:gid:member,member`.
 pub fn parse_group(text: &[u8]) -> impl Iterator<Item = GroupEntry<'_>> + '_ {
-    lines(text).filter_map(|line| {
-        let mut f = line.split(':');
-        let [name, _, gid, members] = [f.next()?, f.next()?, f.next()?, f.next()?];
-        if f.next().is_some() || !valid_name(name) {
-            return None;
-        }
-        Some(GroupEntry { name, gid: parse_id(gid)?, members })
-    })
+    lines(text).filter_map(decoded).filter_map(group_entry)
 }
 
-/// UTF-8 lines, without a trailing CR; NIS compat lines (`+`, `-`) and comments are not entries.
-fn lines(text: &[u8]) -> impl Iterator<Item = &str> {
-    text.split(|&b| b == b'\n')
-        .filter_map(|l| std::str::from_utf8(l).ok())
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .filter(|l| !l.is_empty() && !l.starts_with(['#', '+', '-']))
+/// The first group entry named `name`, as `passwd_named` finds a user's.
+fn group_named<'a>(text: &'a [u8], name: &str) -> Option<GroupEntry<'a>> {
+    lines(text).filter(|line| begins_with_field(line, name)).filter_map(decoded).filter_map(group_entry).find(|g| g.name == name)
+}
+
+fn group_entry(line: &str) -> Option<GroupEntry<'_>> {
+    let mut f = line.split(':');
+    let [name, _, gid, members] = [f.next()?, f.next()?, f.next()?, f.next()?];
+    if f.next().is_some() || !valid_name(name) {
+        return None;
+    }
+    Some(GroupEntry { name, gid: parse_id(gid)?, members })
+}
+
+/// The lines that may be entries: not empty, and not NIS compat lines (`+`, `-`) or comments.
+/// Looked at as bytes, so that a look-up decodes and parses only the lines it may want.
+fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    text.split(|&b| b == b'\n').filter(|l| !l.is_empty() && !matches!(l[0], b'#' | b'+' | b'-'))
+}
+
+/// A line as UTF-8, without a trailing CR; None if it is not UTF-8 or nothing is left.
+fn decoded(line: &[u8]) -> Option<&str> {
+    let line = std::str::from_utf8(line).ok()?;
+    Some(line.strip_suffix('\r').unwrap_or(line)).filter(|l| !l.is_empty())
+}
+
+/// Whether `line`'s first field is `name`.
+fn begins_with_field(line: &[u8], name: &str) -> bool {
+    line.strip_prefix(name.as_bytes()).is_some_and(|rest| rest.first() == Some(&b':'))
+}
+
+/// Whether `needle` occurs in `line`: a line that lists a member holds its name.
+fn holds(line: &[u8], needle: &str) -> bool {
+    let Some((&first, rest)) = needle.as_bytes().split_first() else { return true };
+    line.iter().enumerate().any(|(i, &b)| b == first && line[i + 1..].starts_with(rest))
 }
 
 fn valid_name(name: &str) -> bool {
@@ -220,7 +250,8 @@ pub fn member_groups(group_text: &[u8], name: &str, gid: u32, limit: impl FnOnce
     let mut limit = Some(limit);
     let mut cap = 0;
     let mut groups = vec![gid];
-    for g in parse_group(group_text).filter(|g| g.has_member(name)) {
+    let listing = lines(group_text).filter(|line| holds(line, name)).filter_map(decoded).filter_map(group_entry);
+    for g in listing.filter(|g| g.has_member(name)) {
         groups.push(g.gid);
         if groups.len() > SHORT {
             if let Some(limit) = limit.take() {
@@ -326,8 +357,7 @@ pub fn resolve(spec: &Spec, files: &Files) -> Result<Credentials, Error> {
     let passwd_text = passwd.as_deref().unwrap_or_default();
     let entry = match &spec.user {
         Who::Name(name) => Some(
-            parse_passwd(passwd_text)
-                .find(|e| e.name == name)
+            passwd_named(passwd_text, name)
                 .ok_or_else(|| not_found(spec, "user", &spec.user, &files.passwd, passwd.is_some()))?,
         ),
         Who::Id(uid) => parse_passwd(passwd_text).find(|e| e.uid == *uid),
@@ -348,8 +378,7 @@ pub fn resolve(spec: &Spec, files: &Files) -> Result<Credentials, Error> {
     let gid = match &spec.group {
         Some(Who::Id(gid)) => *gid,
         Some(who @ Who::Name(name)) => {
-            parse_group(group_text)
-                .find(|g| g.name == name)
+            group_named(group_text, name)
                 .ok_or_else(|| not_found(spec, "group", who, &files.group, group.is_some()))?
                 .gid
         }
@@ -505,6 +534,28 @@ mod tests {
         // Exactly at the limit is not over it.
         let (groups, over) = member_groups(many.as_bytes(), "u", 10, || 3000);
         assert_eq!((groups.len(), over), (3000, false));
+    }
+
+    /// The look-ups that parse only the lines they may want find what a parse of every line
+    /// finds, on hostile files too: a malformed line before a good one of the same name, a
+    /// member's name inside another's, a name that looks like a comment, CRs, bytes that are not
+    /// UTF-8.
+    #[test]
+    fn look_ups_find_what_a_full_parse_finds() {
+        let mut passwd = format!("{PASSWD}bad:x:1:1\nbad:x:7:7::/b:\n-nis:x:3:3::/:\n\u{ff}:x:4:4::/:\napp2:x:9:9::/:\n").into_bytes();
+        passwd.extend_from_slice(b"x\xff:x:5:5::/:\r\nnohome:x:8:8::/:\n");
+        let group = format!("{GROUP}g1:x:50:apple,xapp\ng2:x:51:app2\n#c:x:52:app\ng3:x:53:\rapp\ng4:x:54:app\r\nbad:x:55:app\n");
+        let names = ["root", "app", "app2", "bad", "nohome", "-nis", "\u{ff}", "short", "web", "audio", "dup", "g1", "g3", "g4", "#c", "nosuch", "ap"];
+        for name in names {
+            assert_eq!(passwd_named(&passwd, name), parse_passwd(&passwd).find(|e| e.name == name), "user {name}");
+            assert_eq!(group_named(group.as_bytes(), name), parse_group(group.as_bytes()).find(|g| g.name == name), "group {name}");
+            let every: Vec<u32> = parse_group(group.as_bytes()).filter(|g| g.has_member(name)).map(|g| g.gid).collect();
+            let (found, _) = member_groups(group.as_bytes(), name, 1, || 100);
+            let mut expected = vec![1];
+            expected.extend(every.iter().filter(|&&g| g != 1));
+            dedup_in_order(&mut expected);
+            assert_eq!(found, expected, "member {name}");
+        }
     }
 
     #[test]
