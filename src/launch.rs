@@ -174,13 +174,18 @@ fn hand_over_terminal() -> Vec<(Sig, libc::pid_t)> {
 /// activation's listeners, a pipe, ...). Those are the open fds without close-on-exec: every fd
 /// lastcall opens itself has the flag, and no fd lastcall was given can have it (exec would have
 /// closed it). So the list can be made after the spawn, while the app execs, and still name just
-/// what the app was given.
-pub fn inherited_fds() -> Vec<RawFd> {
-    let candidates = procfs::open_fds().unwrap_or_else(|| {
+/// what the app was given. With them, how many of the listed fds are lastcall's own (None
+/// without /proc), which spares the health endpoint's budget a listing of its own.
+pub fn inherited_fds() -> (Vec<RawFd>, Option<usize>) {
+    let listed = procfs::open_fds();
+    let listed_count = listed.as_ref().map(Vec::len);
+    let candidates = listed.unwrap_or_else(|| {
         // No /proc: try every number up to the limit (bounded: it may be a million).
         (3..sys::fd_limit().min(65536) as RawFd).collect()
     });
-    candidates.into_iter().filter(|&fd| fd >= 3 && sys::fd_is_inherited(fd)).collect()
+    let inherited: Vec<RawFd> = candidates.into_iter().filter(|&fd| fd >= 3 && sys::fd_is_inherited(fd)).collect();
+    let own = listed_count.map(|n| n.saturating_sub(inherited.len()));
+    (inherited, own)
 }
 
 /// catatonit's rule: once the app has its copies, lastcall closes its own, so that when the app
@@ -232,11 +237,15 @@ mod tests {
     fn inherited_fds_are_found() {
         let (r, w) = nix::unistd::pipe().unwrap();
         use std::os::fd::AsRawFd;
-        let fds = inherited_fds();
+        let (fds, own) = inherited_fds();
         assert!(fds.contains(&r.as_raw_fd()) && fds.contains(&w.as_raw_fd()), "{fds:?}");
         assert!(fds.iter().all(|&fd| fd >= 3));
-        // lastcall's own, close-on-exec, are not.
-        let own = std::fs::File::open("Cargo.toml").unwrap();
-        assert!(!inherited_fds().contains(&own.as_raw_fd()));
+        // 0, 1 and 2 at least.
+        assert!(own.is_some_and(|own| own >= 3), "{own:?}");
+        // lastcall's own, close-on-exec, are not inherited, and count among its own.
+        let file = std::fs::File::open("Cargo.toml").unwrap();
+        let (fds, own_now) = inherited_fds();
+        assert!(!fds.contains(&file.as_raw_fd()));
+        assert!(own_now > own, "{own_now:?} {own:?}");
     }
 }

@@ -20,12 +20,6 @@ pub fn proc_is_ours(me: Pid) -> bool {
     std::fs::read_link("/proc/self").is_ok_and(|p| p.as_os_str() == me.to_string().as_str())
 }
 
-/// How many fds lastcall has open, from one listing of /proc/self/fd; None without a /proc
-/// that shows lastcall (the caller then asks fd by fd).
-pub fn open_fd_count() -> Option<usize> {
-    open_fds().map(|fds| fds.len())
-}
-
 /// lastcall's open fds, from one listing of /proc/self/fd; None without a /proc that shows
 /// lastcall.
 pub fn open_fds() -> Option<Vec<std::os::fd::RawFd>> {

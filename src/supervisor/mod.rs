@@ -27,7 +27,7 @@ use crate::ready_file::ReadyFile;
 use crate::personality::{ChildSignals, Ending};
 use crate::signals::{Quick, Routes, Sig};
 use crate::sys::{self, Detach};
-use crate::procfs::{self, ProcReader};
+use crate::procfs::ProcReader;
 use crate::{inner_lastcall, launch, reap, user};
 
 mod event_loop;
@@ -175,6 +175,8 @@ struct Launched {
     health: Option<Health>,
     notify: Option<NotifyRelay>,
     oom: Option<OomCounter>,
+    /// The fds lastcall held at the listing after the spawn (None without /proc).
+    own_fds: Option<usize>,
 }
 
 /// Starts the app as the configuration says, then does what must follow its start at once.
@@ -222,7 +224,8 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
     drop(cwd);
     debug!(event = Event::Started.name(), pid = started.pid.as_raw(); "started {:?} as pid {}", config.command, started.pid);
     // Listed now, while the app execs: the app's are the fds without close-on-exec.
-    launch::close_inherited(&launch::inherited_fds());
+    let (inherited, own_fds) = launch::inherited_fds();
+    launch::close_inherited(&inherited);
     if let Some(file) = &mut ready_file {
         if let Err(e) = file.create() {
             warn!("cannot create the ready file {}: {e}", file.path().display());
@@ -232,16 +235,17 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
     // only now, while the app execs on another core, since it is off the start-up's path (an OOM
     // kill within these microseconds would be in the baseline, and go unnamed).
     let oom = OomCounter::open();
-    Ok(Launched { started, ready_file, health, notify, oom })
+    Ok(Launched { started, ready_file, health, notify, oom, own_fds })
 }
 
 /// Runs the loop until the app is gone, and says how lastcall ends.
 #[inline(always)]
 fn supervise(config: &Config, init: Init, mut launched: Launched, clock_zero: Instant) -> Ending {
     let early_signals = std::mem::take(&mut launched.started.early_signals);
+    let own_fds = launched.own_fds;
     let mut supervisor = Supervisor::new(config, init, launched, clock_zero);
     if let Some(health) = &mut supervisor.health {
-        fit_to_fd_limit(health);
+        fit_to_fd_limit(health, own_fds);
     }
     let code = early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal_out_of_line(sig, sender));
     let code = code.unwrap_or_else(|| supervisor.event_loop());
@@ -261,7 +265,7 @@ impl Supervisor {
     /// configuration, and the app addressed by pidfd where the kernel has them.
     #[inline(always)]
     fn new(config: &Config, init: Init, launched: Launched, clock_zero: Instant) -> Supervisor {
-        let Launched { started, ready_file, health, notify, oom } = launched;
+        let Launched { started, ready_file, health, notify, oom, own_fds: _ } = launched;
         let child = started.pid;
         let policy = Policy {
             pre_stop: config.pre_stop,
@@ -318,12 +322,15 @@ impl Supervisor {
 
 /// The health endpoint's connection budget, from the fds the real limit leaves once lastcall holds
 /// all of its own; a warning when that is none, since the endpoint then answers nobody.
-fn fit_to_fd_limit(health: &mut Health) {
+fn fit_to_fd_limit(health: &mut Health, own_fds: Option<usize>) {
+    /// What lastcall opens and keeps after that listing, one each at most: the OOM counter's
+    /// file, the pidfd, the spare fd of the /proc reads.
+    const OPENED_LATER: usize = 3;
     let limit = sys::fd_limit();
-    // One listing of /proc/self/fd rather than a system call per fd, on the start-up's path.
-    // Past a few thousand the budget is the most it can be whatever is open.
-    let open = procfs::open_fd_count()
-        .unwrap_or_else(|| (0..limit.min(4096) as std::os::fd::RawFd).filter(|&fd| sys::fd_is_open(fd)).count());
+    // The listing after the spawn counted them, so no second one lies on the start-up's path;
+    // without /proc, a system call per fd. Past a few thousand the budget is the most it can be
+    // whatever is open.
+    let open = own_fds.map(|own| own + OPENED_LATER).unwrap_or_else(|| (0..limit.min(4096) as std::os::fd::RawFd).filter(|&fd| sys::fd_is_open(fd)).count());
     let free = usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(open);
     // Kept back: a /proc read with the spare fd given up, and the ready file's temporary file.
     if health.fit_fd_limit(free, 2) == 0 {
