@@ -175,14 +175,12 @@ struct Launched {
     health: Option<Health>,
     notify: Option<NotifyRelay>,
     oom: Option<OomCounter>,
-    /// The fds lastcall held at the listing after the spawn (None without /proc).
-    own_fds: Option<usize>,
 }
 
 /// Starts the app as the configuration says, then does what must follow its start at once.
 #[inline(always)]
 fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64) -> Result<Launched, Error> {
-    let Prepared { credentials, mut ready_file, health, notify } = prepared;
+    let Prepared { credentials, mut ready_file, mut health, notify } = prepared;
     let runtime = cli::Runtime { notify_socket: notify.as_ref().map(NotifyRelay::child_socket_name), credentials: credentials.as_ref(), clock_zero_ns };
     let env = cli::child_environment(config, runtime);
     let detach = match (config.setsid, config.single_child && !config.own_group_for_single_child) {
@@ -224,8 +222,7 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
     drop(cwd);
     debug!(event = Event::Started.name(), pid = started.pid.as_raw(); "started {:?} as pid {}", config.command, started.pid);
     // Listed now, while the app execs: the app's are the fds without close-on-exec.
-    let (inherited, own_fds) = launch::inherited_fds();
-    launch::close_inherited(&inherited);
+    settle_fds(health.as_mut());
     if let Some(file) = &mut ready_file {
         if let Err(e) = file.create() {
             warn!("cannot create the ready file {}: {e}", file.path().display());
@@ -235,18 +232,14 @@ fn launch(config: &Config, prepared: Prepared, mask: SigSet, clock_zero_ns: u64)
     // only now, while the app execs on another core, since it is off the start-up's path (an OOM
     // kill within these microseconds would be in the baseline, and go unnamed).
     let oom = OomCounter::open();
-    Ok(Launched { started, ready_file, health, notify, oom, own_fds })
+    Ok(Launched { started, ready_file, health, notify, oom })
 }
 
 /// Runs the loop until the app is gone, and says how lastcall ends.
 #[inline(always)]
 fn supervise(config: &Config, init: Init, mut launched: Launched, clock_zero: Instant) -> Ending {
     let early_signals = std::mem::take(&mut launched.started.early_signals);
-    let own_fds = launched.own_fds;
     let mut supervisor = Supervisor::new(config, init, launched, clock_zero);
-    if let Some(health) = &mut supervisor.health {
-        fit_to_fd_limit(health, own_fds);
-    }
     let code = early_signals.iter().find_map(|&(sig, sender)| supervisor.on_signal_out_of_line(sig, sender));
     let code = code.unwrap_or_else(|| supervisor.event_loop());
     let ending = config.exits.ending(code, supervisor.state.main, supervisor.pid1, &config.remap_exit);
@@ -265,7 +258,7 @@ impl Supervisor {
     /// configuration, and the app addressed by pidfd where the kernel has them.
     #[inline(always)]
     fn new(config: &Config, init: Init, launched: Launched, clock_zero: Instant) -> Supervisor {
-        let Launched { started, ready_file, health, notify, oom, own_fds: _ } = launched;
+        let Launched { started, ready_file, health, notify, oom } = launched;
         let child = started.pid;
         let policy = Policy {
             pre_stop: config.pre_stop,
@@ -320,10 +313,21 @@ impl Supervisor {
     }
 }
 
+/// Closes the fds the app inherited and fits the health endpoint's budget to the fds left,
+/// from one listing. Out of line: what changes here must not move the event loop's registers.
+#[inline(never)]
+fn settle_fds(health: Option<&mut Health>) {
+    let (inherited, own_fds) = launch::inherited_fds();
+    launch::close_inherited(&inherited);
+    if let Some(health) = health {
+        fit_to_fd_limit(health, own_fds);
+    }
+}
+
 /// The health endpoint's connection budget, from the fds the real limit leaves once lastcall holds
 /// all of its own; a warning when that is none, since the endpoint then answers nobody.
 fn fit_to_fd_limit(health: &mut Health, own_fds: Option<usize>) {
-    /// What lastcall opens and keeps after that listing, one each at most: the OOM counter's
+    /// What lastcall opens and keeps after the listing, one each at most: the OOM counter's
     /// file, the pidfd, the spare fd of the /proc reads.
     const OPENED_LATER: usize = 3;
     let limit = sys::fd_limit();
