@@ -159,11 +159,12 @@ fn check(which: impl Fn(&str) -> bool) {
 /// the README's blocks and the set-up scripts (shell and cargo); the instruction counts,
 /// which are measured against the peers Debian ships for the host; the packages and the
 /// wheel, which hold the release binaries themselves; the differential test against the real
-/// peers (as the side-by-side scenarios); and the fuzz targets, built for the host's triple
-/// from the library's source, which has no per-architecture parser.
-const HOST_ONLY: [&str; 12] = [
+/// peers (as the side-by-side scenarios); the fuzz targets, built for the host's triple
+/// from the library's source, which has no per-architecture parser; and the independent
+/// benchmark harness, which measures the host's release build.
+const HOST_ONLY: [&str; 13] = [
     "arches", "hosts", "peer_suites", "peers", "differential", "real_world", "readme_blocks", "setup_host", "instructions", "packages",
-    "wheel", "fuzz",
+    "wheel", "fuzz", "independent_bench",
 ];
 
 /// The unit tests and the integration suites (all of tests/ but `HOST_ONLY`) against `target`'s
