@@ -226,11 +226,8 @@ fn listen_fds_reach_the_app_as_another_user() {
 /// with the app's own uid, is still refused.
 #[test]
 fn the_notify_relay_serves_an_app_running_as_another_user() {
-    use std::os::unix::net::UnixDatagram;
     let dir = open_dir("user-notify");
-    let upstream = dir.join("systemd.sock");
-    let systemd = UnixDatagram::bind(&upstream).unwrap();
-    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let (systemd, upstream) = fake_systemd(&dir);
     let addr_file = dir.join("addr");
     let go = dir.join("go");
     let app = format!(

@@ -6,7 +6,6 @@ mod common;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -402,9 +401,7 @@ fn signals_someone_sends_reach_the_app_while_lastcalls_own_sockets_raise_theirs(
 #[test]
 fn the_notify_relay_passes_systemd_notify_through_without_mainpid() {
     let dir = scratch("notify");
-    let socket_path = dir.join("systemd.sock");
-    let systemd = UnixDatagram::bind(&socket_path).unwrap();
-    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let (systemd, socket_path) = fake_systemd(&dir);
     let mut spec = Spec::new(Mode::Plain, &dir, &["--grace", "5s", "--pre-stop", "1s"])
         .env("NOTIFY_SOCKET", &socket_path.display().to_string());
     spec.args.extend(
@@ -614,9 +611,7 @@ fn the_parent_death_signal_reaches_lastcall() {
 #[test]
 fn the_apps_own_stopping_withdraws_readiness() {
     let dir = scratch("notify-app-stopping");
-    let socket_path = dir.join("systemd.sock");
-    let systemd = UnixDatagram::bind(&socket_path).unwrap();
-    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let (systemd, socket_path) = fake_systemd(&dir);
     let ready = dir.join("ready");
     let ready_arg = ready.display().to_string();
     let app = "systemd-notify --ready && systemd-notify STOPPING=1 && exec sleep 30";

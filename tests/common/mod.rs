@@ -101,3 +101,13 @@ pub fn release_binary() -> String {
         .max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok());
     found.expect("the release binary").display().to_string()
 }
+
+/// A datagram socket standing in for systemd's notify socket, at `dir`/systemd.sock, and its
+/// path: its reads give up after 10 s, so a message that never comes fails the test instead of
+/// hanging it.
+pub fn fake_systemd(dir: &Path) -> (std::os::unix::net::UnixDatagram, PathBuf) {
+    let path = dir.join("systemd.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    socket.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    (socket, path)
+}

@@ -9,11 +9,8 @@ use super::*;
 /// a process in lastcall's cgroup do.
 #[test]
 fn the_notify_relay_relays_only_the_services_processes() {
-    use std::os::unix::net::UnixDatagram;
     let dir = scratch("notify-trust");
-    let socket_path = dir.join("systemd.sock");
-    let systemd = UnixDatagram::bind(&socket_path).unwrap();
-    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let (systemd, socket_path) = fake_systemd(&dir);
     let fifo = dir.join("go");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let addr_file = dir.join("addr");
@@ -219,12 +216,9 @@ fn proc_state(pid: i32) -> Option<char> {
 /// lastcall exited with the message unread, or refused it as from a stranger).
 #[test]
 fn the_apps_last_message_before_it_exits_is_relayed() {
-    use std::os::unix::net::UnixDatagram;
     for others_left in [false, true] {
         let dir = scratch(if others_left { "notify-last-words-others" } else { "notify-last-words" });
-        let upstream_path = dir.join("systemd.sock");
-        let upstream = UnixDatagram::bind(&upstream_path).unwrap();
-        upstream.set_read_timeout(Some(10 * SEC)).unwrap();
+        let (upstream, upstream_path) = fake_systemd(&dir);
         let go = dir.join("go");
         assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
         // With others left, a grandchild outlives the app until the app's end closes the pipe (or

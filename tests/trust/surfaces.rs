@@ -116,9 +116,7 @@ fn every_log_line_escapes_what_it_prints() {
     assert!(!stderr.lines().any(|l| l.starts_with("lastcall: +0.000s child exited")), "a fake line:\n{stderr}");
 
     let dir = scratch("notify-escapes");
-    let socket_path = dir.join("systemd.sock");
-    let systemd = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
-    systemd.set_read_timeout(Some(10 * SEC)).unwrap();
+    let (systemd, socket_path) = fake_systemd(&dir);
     let send = "import os, socket\n\
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
                 s.sendto(b'STATUS=a\\x1b[2Jb\\rc\\x0bd\\x7fe\\xc2\\x85f', os.environ['NOTIFY_SOCKET'])\n";
