@@ -72,9 +72,9 @@ fn bases(runtime_directory: Option<&Path>) -> impl Iterator<Item = PathBuf> {
     runtime.into_iter().chain(in_memory).chain([PathBuf::from("/run"), std::env::temp_dir()])
 }
 
-/// Whether `base` is a tmpfs directory that others cannot write, or can only with the
-/// sticky bit (as /dev/shm is: 1777), so that no one but its owner and root can rename or
-/// remove a name lastcall makes there, as in /tmp.
+/// Whether `base` is a tmpfs directory that others cannot write, or can only with the sticky
+/// bit (as /dev/shm is: 1777), so that no one but its owner and root can rename or remove a
+/// name lastcall makes there, as in /tmp.
 fn fenced_tmpfs(base: &Path) -> bool {
     use nix::sys::statfs::{statfs, TMPFS_MAGIC};
     use std::os::unix::fs::MetadataExt;
