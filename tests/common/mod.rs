@@ -73,10 +73,10 @@ pub fn outside_cargo(cmd: &mut std::process::Command) -> &mut std::process::Comm
     cmd
 }
 
-/// The binary as it ships: `cargo test` builds lastcall without optimisation, whose counts say
-/// nothing of the release's, so unless this test is itself built optimised (`cargo test
-/// --release`), the release profile is built here, into a target directory of its own (the
-/// outer cargo holds the lock on its own).
+/// The binary as it ships, for the tests that measure it: `cargo test` builds lastcall without
+/// optimisation, whose figures say nothing of the release's, so unless the test is itself built
+/// optimised (`cargo test --release`), the release profile is built here, into a target
+/// directory of its own (the outer cargo holds the lock on its own).
 pub fn release_binary() -> String {
     if !cfg!(debug_assertions) {
         return env!("CARGO_BIN_EXE_lastcall").into();
