@@ -321,11 +321,12 @@ extern "C" fn start_child(arg: *mut libc::c_void) -> libc::c_int {
         if setup.no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return child_failed(setup, 4);
         }
-        // One pass through the scheduler before exec, as setsid makes anyway. Without it exec's
-        // balancing tends to move the child to the other core, and the vfork's end then wakes
-        // lastcall on the child's core, behind it: lastcall's work after the spawn waited for
-        // the app to exec, run and exit, with a core idle (docs/benchmark.md, "one pass through
-        // the scheduler"). Under load it changes nothing measurable.
+        // One pass through the scheduler before exec, as setsid's move to a new autogroup makes
+        // anyway. Without it the scheduler tends to move the child to the other core, and the
+        // vfork's end then wakes lastcall on the child's core, behind it: lastcall's work after
+        // the spawn waited for the app to exec, run and exit, with a core idle
+        // (docs/benchmark.md, "One pass through the scheduler"). Under load it changes nothing
+        // measurable.
         libc::sched_yield();
         // The mask lastcall was started with (dispositions are lastcall's own, which are the
         // inherited ones, and exec resets handlers).
